@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration files (INI, parsed with inih).  Errors are reported as
+ * "FILE:LINE: reason" into the caller's buffer; parsing never exits.
+ */
+#ifndef RB_CONF_H
+#define RB_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport.h"
+#include "wire.h"
+
+#define RB_MAX_LISTEN 8
+#define RB_MAX_ALLOWED_HOSTS 32
+
+struct rb_listen_addr {
+	char transport[16]; /* "tcp" or "rdma" */
+	struct rb_endpoint ep;
+};
+
+struct rb_export_conf {
+	char name[RB_EXPORT_NAME_MAX];
+	char path[4096];
+	bool read_only;
+	bool direct; /* O_DIRECT, default true */
+	int nr_allowed; /* 0 = any host */
+	char allowed[RB_MAX_ALLOWED_HOSTS][RB_HOSTID_MAX];
+	int line; /* line of the [export NAME] header, for messages */
+};
+
+struct rb_target_conf {
+	int nr_listen;
+	struct rb_listen_addr listen[RB_MAX_LISTEN];
+	int threads; /* reactor threads; default 1 */
+	uint32_t max_queue_depth; /* per queue; default 128 */
+	uint32_t max_io_queues; /* per session; default 8 */
+	uint32_t max_transfer; /* bytes per command; default 128 KiB */
+	uint32_t incapsule; /* in-capsule data limit; default 8 KiB */
+	uint32_t buffers; /* I/O buffers per reactor; default 256 */
+	uint32_t keepalive_ms; /* max accepted KATO; default 120000 */
+	int log_level; /* enum rb_log_level */
+	struct rb_transport_opts topts;
+	int nr_exports;
+	struct rb_export_conf *exports; /* malloc'd array */
+};
+
+/* One [attach NAME] section, equivalent to the initiator's flags. */
+struct rb_attach_conf {
+	char name[RB_EXPORT_NAME_MAX];
+	char uri[4096];
+	uint32_t queues; /* I/O queues; default 2 */
+	uint32_t queue_depth; /* requested per queue; default 128 */
+	uint32_t timeout_ms; /* per-command timeout; default 30000 */
+	char nbd_socket[108]; /* Unix socket path; "" = none */
+	char nbd_listen[280]; /* HOST:PORT loopback TCP; "" = none */
+	char nbd_device[64]; /* "/dev/nbdN", "auto" or "" (none) */
+	bool ublk;
+	int line;
+};
+
+struct rb_initiator_conf {
+	char hostid[RB_HOSTID_MAX]; /* "" = derive from /etc/machine-id */
+	int log_level;
+	struct rb_transport_opts topts;
+	int nr_attach;
+	struct rb_attach_conf *attach; /* malloc'd array */
+};
+
+void rb_target_conf_init(struct rb_target_conf *c);
+void rb_target_conf_free(struct rb_target_conf *c);
+/* 0 or -errno; on error errbuf holds "FILE:LINE: reason". */
+int rb_target_conf_load(struct rb_target_conf *c, const char *path, char *errbuf, size_t errlen);
+const struct rb_export_conf *rb_target_conf_export(const struct rb_target_conf *c,
+						   const char *name);
+
+void rb_initiator_conf_init(struct rb_initiator_conf *c);
+void rb_initiator_conf_free(struct rb_initiator_conf *c);
+int rb_initiator_conf_load(struct rb_initiator_conf *c, const char *path, char *errbuf,
+			   size_t errlen);
+void rb_attach_conf_init(struct rb_attach_conf *a);
+const struct rb_attach_conf *rb_initiator_conf_attach(const struct rb_initiator_conf *c,
+						      const char *name);
+
+/* Shared value parsers (also used for command-line flags); 0 or -EINVAL. */
+int rb_parse_bool(const char *s, bool *out);
+/* Accepts K/M/G suffixes (powers of 1024). */
+int rb_parse_size(const char *s, uint64_t *out);
+int rb_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
+/* "tcp://HOST:PORT" or "rdma://[v6]:PORT" listen address. */
+int rb_parse_listen(const char *s, struct rb_listen_addr *out);
+
+/* Host id default: "rdmablk:uuid:<machine-id as 8-4-4-4-12>". */
+int rb_default_hostid(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport registry.  Tables are const; optional ops a transport leaves
+ * NULL get defaults here once, so engines never test for NULL.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport.h"
+
+static void default_conn_peer(struct rb_conn *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "?");
+}
+
+static uint32_t default_conn_qpn(struct rb_conn *c)
+{
+	return 0;
+}
+
+static const struct rb_transport_ops *const builtin[] = {
+	&rb_tcp_transport,
+#ifdef HAVE_RDMA_TRANSPORT
+	&rb_rdma_transport,
+#endif
+};
+
+#define NR_BUILTIN (sizeof(builtin) / sizeof(builtin[0]))
+
+/* Completed copies of the tables, filled once. */
+static struct rb_transport_ops filled[NR_BUILTIN];
+static pthread_once_t fill_once = PTHREAD_ONCE_INIT;
+
+static void fill_defaults(void)
+{
+	for (size_t i = 0; i < NR_BUILTIN; i++) {
+		filled[i] = *builtin[i];
+		if (!filled[i].conn_peer)
+			filled[i].conn_peer = default_conn_peer;
+		if (!filled[i].conn_qpn)
+			filled[i].conn_qpn = default_conn_qpn;
+	}
+}
+
+const struct rb_transport_ops *rb_transport_find(const char *name)
+{
+	pthread_once(&fill_once, fill_defaults);
+	for (size_t i = 0; i < NR_BUILTIN; i++)
+		if (strcmp(filled[i].name, name) == 0)
+			return &filled[i];
+	return NULL;
+}
+
+const char *rb_transport_names(void)
+{
+#ifdef HAVE_RDMA_TRANSPORT
+	return "tcp, rdma";
+#else
+	return "tcp";
+#endif
+}
+
+void rb_transport_opts_init(struct rb_transport_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->tos = -1;
+	o->ack_timeout = -1;
+	o->retry_count = -1;
+	o->rnr_retry = -1;
+	o->busy_poll = 0;
+	o->connect_timeout_ms = 5000;
+}

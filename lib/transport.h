@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Verbs-shaped transport interface.  The protocol engines (target/ and
+ * initiator/) use only this; they never know whether rdma or tcp runs.
+ *
+ * Objects:
+ *   rb_domain   protection domain: memory is registered here (ibv_pd)
+ *   rb_mr       registered region: addr, length, lkey, rkey (ibv_mr)
+ *   rb_cq       completion queue with one pollable fd (ibv_cq + channel)
+ *   rb_conn     a reliable connected queue pair (rdma_cm_id + ibv_qp)
+ *   rb_listener passive side, yields connection requests
+ *
+ * Work requests carry a struct rb_cqe pointer; the completion hands it
+ * back, and the owner recovers its request with container_of (kernel
+ * ib_cqe style).  Every posted work request produces exactly one
+ * completion, success or error; after any error completion on a
+ * connection, all of its other outstanding work requests complete with
+ * RB_WC_FLUSH_ERR and the connection is dead (RDMA RC semantics).
+ *
+ * Functions return 0 or -errno.
+ */
+#ifndef RB_TRANSPORT_H
+#define RB_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define RB_MAX_SGE 4
+
+/* Access flags for rb_reg_mr(), like IBV_ACCESS_*. */
+#define RB_ACCESS_LOCAL 0x0u
+#define RB_ACCESS_REMOTE_READ 0x1u /* peer may RDMA READ from it */
+#define RB_ACCESS_REMOTE_WRITE 0x2u /* peer may RDMA WRITE into it */
+
+struct rb_domain;
+struct rb_cq;
+struct rb_listener;
+struct rb_transport_ops;
+
+/*
+ * Public head of every transport's connection object (embedded first).
+ * ops is the completed table from rb_transport_find() (defaults filled),
+ * so callers may use c->ops->X for every op.  ctx belongs to the owner
+ * (engine); the transport never touches it.
+ */
+struct rb_conn {
+	const struct rb_transport_ops *ops;
+	void *ctx;
+};
+
+struct rb_mr {
+	void *addr;
+	size_t length;
+	uint32_t lkey;
+	uint32_t rkey; /* 0 when registered without remote access */
+	unsigned int access;
+	struct rb_domain *domain;
+};
+
+struct rb_sge {
+	void *addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+enum rb_wc_opcode {
+	RB_WC_SEND,
+	RB_WC_RECV,
+	RB_WC_READ, /* one-sided READ we posted completed */
+	RB_WC_WRITE, /* one-sided WRITE we posted completed */
+};
+
+enum rb_wc_status {
+	RB_WC_SUCCESS = 0,
+	RB_WC_FLUSH_ERR, /* connection went down with this WR outstanding */
+	RB_WC_LOC_LEN_ERR, /* incoming message larger than posted receive */
+	RB_WC_REM_ACCESS_ERR, /* peer refused key/bounds of a READ/WRITE */
+	RB_WC_REM_OP_ERR,
+	RB_WC_RETRY_EXC_ERR, /* peer unreachable */
+	RB_WC_RNR_RETRY_EXC_ERR, /* peer had no receive posted */
+	RB_WC_GENERAL_ERR,
+};
+
+struct rb_wc;
+
+struct rb_cqe {
+	void (*done)(struct rb_cq *cq, struct rb_wc *wc);
+};
+
+struct rb_wc {
+	struct rb_cqe *cqe;
+	struct rb_conn *conn;
+	enum rb_wc_opcode opcode;
+	enum rb_wc_status status;
+	uint32_t byte_len; /* RECV: bytes received */
+	uint32_t vendor_err;
+};
+
+/* Queue pair sizing for connect/accept. */
+struct rb_conn_caps {
+	uint32_t max_send_wr; /* sends + one-sided ops outstanding */
+	uint32_t max_recv_wr;
+	uint32_t max_sge;
+	uint32_t max_inline; /* inline send bytes wanted (hint) */
+	uint32_t max_rd_atomic; /* RDMA READs we issue concurrently */
+	uint32_t max_dest_rd_atomic; /* READs we let the peer issue; 0 = none */
+};
+
+/* Transport options from config/flags (rdma uses them; tcp ignores most). */
+struct rb_transport_opts {
+	int tos; /* IP ToS / traffic class, -1 = default */
+	int ack_timeout; /* rdma: 4.096us * 2^n, -1 = default */
+	int retry_count; /* rdma: 0..7, -1 = default */
+	int rnr_retry; /* rdma: 0..7, -1 = default */
+	int busy_poll; /* reactor spins instead of waiting */
+	int connect_timeout_ms;
+};
+
+/* A transport endpoint: host and port as text, resolved by the transport. */
+struct rb_endpoint {
+	char host[256];
+	uint16_t port;
+};
+
+struct rb_transport_ops {
+	const char *name;
+
+	int (*domain_open)(const struct rb_transport_opts *opts, struct rb_domain **out);
+	void (*domain_close)(struct rb_domain *d);
+
+	int (*reg_mr)(struct rb_domain *d, void *addr, size_t len, unsigned int access,
+		      struct rb_mr **out);
+	void (*dereg_mr)(struct rb_mr *mr);
+
+	/* One CQ per reactor thread; its fd becomes readable when armed and a
+	 * completion (or connection event) is pending. */
+	int (*cq_create)(struct rb_domain *d, uint32_t depth, struct rb_cq **out);
+	void (*cq_destroy)(struct rb_cq *cq);
+	int (*cq_fd)(struct rb_cq *cq);
+	/* Event-driven use: get event -> cq_arm -> cq_poll until empty. */
+	int (*cq_arm)(struct rb_cq *cq);
+	/* Returns number of completions written to wc (0..n) or -errno. */
+	int (*cq_poll)(struct rb_cq *cq, struct rb_wc *wc, int n);
+
+	/* Passive side. */
+	int (*listen)(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+		      struct rb_listener **out);
+	void (*listener_close)(struct rb_listener *l);
+	int (*listener_fd)(struct rb_listener *l);
+	/* Next pending connection request, or -EAGAIN.  priv and priv_len point
+	 * at the peer's private data, valid until accept/reject. */
+	int (*listener_get)(struct rb_listener *l, struct rb_conn **out, const void **priv,
+			    size_t *priv_len);
+	/* Domain the request arrived on (register buffers there before accept). */
+	struct rb_domain *(*conn_domain)(struct rb_conn *c);
+	int (*accept)(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+		      const void *priv, size_t priv_len);
+	/* Reject and free the request. */
+	int (*reject)(struct rb_conn *c, const void *priv, size_t priv_len);
+
+	/* Active side: resolve, so conn_domain() is known before connect. */
+	int (*conn_create)(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+			   struct rb_conn **out);
+	/* Blocking connect with opts->connect_timeout_ms.  On reject returns
+	 * -ECONNREFUSED and copies the peer's reject private data to rpriv. */
+	int (*connect)(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+		       const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
+
+	/* Start teardown: outstanding WRs flush with RB_WC_FLUSH_ERR. */
+	void (*disconnect)(struct rb_conn *c);
+	/* Free; only once all its WRs have completed (or it never connected). */
+	void (*conn_destroy)(struct rb_conn *c);
+
+	int (*post_recv)(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
+	int (*post_send)(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
+	/* One-sided: copy peer (raddr, rkey) into local sg / local sg to peer. */
+	int (*post_read)(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
+			 uint64_t raddr, uint32_t rkey);
+	int (*post_write)(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
+			  uint64_t raddr, uint32_t rkey);
+
+	/* Optional (defaults fill in): peer address text, queue pair number. */
+	void (*conn_peer)(struct rb_conn *c, char *buf, size_t len);
+	uint32_t (*conn_qpn)(struct rb_conn *c);
+};
+
+/* Registry: look a transport up by name ("tcp", "rdma"); NULL if absent.
+ * Optional ops left NULL in a table are filled with defaults here, so
+ * callers never check for NULL. */
+const struct rb_transport_ops *rb_transport_find(const char *name);
+/* Comma-separated names of the transports built in. */
+const char *rb_transport_names(void);
+
+extern const struct rb_transport_ops rb_tcp_transport;
+#ifdef HAVE_RDMA_TRANSPORT
+extern const struct rb_transport_ops rb_rdma_transport;
+#endif
+
+void rb_transport_opts_init(struct rb_transport_opts *o);
+
+#endif

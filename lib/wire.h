@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmablk wire protocol: the only place the on-the-wire layout is defined.
+ * Every field is fixed width and little endian; every struct size is
+ * asserted.  docs/protocol.md describes the same layout byte by byte.
+ */
+#ifndef RB_WIRE_H
+#define RB_WIRE_H
+
+#include <endian.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RB_MAGIC 0x4b4c4252u /* "RBLK" read as little-endian u32 */
+#define RB_PROTO_VERSION 1
+
+#define RB_DEFAULT_PORT 4520 /* tcp and rdma (RDMA CM port space TCP) */
+
+#define RB_CAPSULE_SIZE 64
+#define RB_RESPONSE_SIZE 16
+#define RB_HOSTID_MAX 224 /* bytes incl. NUL, like an NVMe NQN */
+#define RB_EXPORT_NAME_MAX 256 /* bytes incl. NUL */
+
+/* Command opcodes.  I/O opcodes < 0x80, admin opcodes >= 0x80. */
+enum rb_opcode {
+	RB_OP_READ = 0x01,
+	RB_OP_WRITE = 0x02,
+	RB_OP_FLUSH = 0x03,
+	RB_OP_WRITE_ZEROES = 0x04,
+	RB_OP_DISCARD = 0x05,
+
+	RB_OP_CONNECT = 0x80,
+	RB_OP_KEEPALIVE = 0x81,
+	RB_OP_DISCONNECT = 0x82,
+	RB_OP_LIST_EXPORTS = 0x83,
+};
+
+/* Command flags (rb_capsule.flags). */
+#define RB_CMD_F_FUA 0x01u
+#define RB_CMD_F_ALL RB_CMD_F_FUA
+
+/* SGL descriptor types (rb_sgl.type). */
+enum rb_sgl_type {
+	RB_SGL_NONE = 0, /* no data (FLUSH, DISCARD, WRITE_ZEROES, KEEPALIVE) */
+	RB_SGL_KEYED = 1, /* addr/length/key name initiator memory */
+	RB_SGL_INCAPSULE = 2, /* data follows the capsule in the same message */
+};
+
+/* Response status codes.  0 is success; rb_status_errno() maps to errno. */
+enum rb_status {
+	RB_S_SUCCESS = 0,
+	RB_S_INVALID_OPCODE = 1,
+	RB_S_INVALID_FIELD = 2,
+	RB_S_OUT_OF_RANGE = 3, /* offset/length beyond export */
+	RB_S_SGL_INVALID = 4, /* descriptor type/length wrong for opcode */
+	RB_S_READ_ONLY = 5,
+	RB_S_IO_ERROR = 6,
+	RB_S_NO_SPACE = 7,
+	RB_S_NOT_SUPPORTED = 8,
+	RB_S_UNKNOWN_EXPORT = 9,
+	RB_S_ACCESS_DENIED = 10, /* host not in export's allowed list */
+	RB_S_INVALID_HANDLE = 11,
+	RB_S_TRANSFER_ERROR = 12, /* one-sided READ/WRITE against host failed */
+	RB_S_ABORTED = 13, /* target shutting down / queue torn down */
+	RB_S_INVALID_QUEUE = 14, /* admin opcode on I/O queue or vice versa */
+	RB_S_BAD_VERSION = 15,
+	RB_S_BUSY = 16,
+	RB_S_MAX
+};
+
+/* Export flags (rb_connect_rsp.export_flags). */
+#define RB_EXP_READ_ONLY 0x01u
+#define RB_EXP_FLUSH 0x02u
+#define RB_EXP_FUA 0x04u
+#define RB_EXP_DISCARD 0x08u
+#define RB_EXP_WRITE_ZEROES 0x10u
+#define RB_EXP_ROTATIONAL 0x20u
+
+struct rb_sgl {
+	uint64_t addr; /* initiator virtual address (keyed) or 0 */
+	uint32_t length; /* bytes described */
+	uint32_t key; /* remote key (keyed) or 0 */
+	uint8_t type; /* enum rb_sgl_type */
+	uint8_t rsvd[7];
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_sgl) == 24, "rb_sgl is 24 bytes");
+
+struct rb_capsule {
+	uint8_t opcode; /* 0: enum rb_opcode */
+	uint8_t flags; /* 1: RB_CMD_F_* */
+	uint16_t cid; /* 2: command id, unique among outstanding on a queue */
+	uint32_t handle; /* 4: export handle from CONNECT (0 on admin) */
+	uint64_t offset; /* 8: byte offset into the export */
+	uint32_t length; /* 16: byte length of the operation */
+	uint32_t rsvd0; /* 20: must be zero */
+	struct rb_sgl sgl; /* 24: data descriptor */
+	uint8_t rsvd1[16]; /* 48: must be zero */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_capsule) == RB_CAPSULE_SIZE, "capsule is 64 bytes");
+_Static_assert(offsetof(struct rb_capsule, sgl) == 24, "sgl at 24");
+
+struct rb_response {
+	uint16_t cid; /* 0 */
+	uint16_t status; /* 2: enum rb_status */
+	uint32_t rsvd; /* 4 */
+	uint64_t result; /* 8: opcode specific */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_response) == RB_RESPONSE_SIZE, "response is 16 bytes");
+
+/*
+ * Connection private data, exchanged by the transport's connection manager
+ * (RDMA CM private data; the tcp transport's hello frame).  Fits in the
+ * 56 bytes RDMA CM allows for an RC connect request.
+ */
+struct rb_cm_req {
+	uint32_t magic; /* RB_MAGIC */
+	uint16_t version; /* RB_PROTO_VERSION */
+	uint16_t qid; /* 0 = admin queue, 1..n = I/O queues */
+	uint16_t depth; /* requested queue depth (outstanding commands) */
+	uint16_t rsvd0;
+	uint32_t incapsule; /* requested max in-capsule data bytes */
+	uint64_t session; /* session id from CONNECT; 0 for the admin queue */
+	uint8_t rsvd1[8];
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_cm_req) == 32, "cm req is 32 bytes");
+
+struct rb_cm_rep {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t depth; /* granted: min(target limit, requested) */
+	uint32_t incapsule; /* granted max in-capsule data bytes */
+	uint32_t rsvd;
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_cm_rep) == 16, "cm rep is 16 bytes");
+
+/* Reasons carried in a connection reject. */
+enum rb_cm_reject_reason {
+	RB_REJ_NONE = 0,
+	RB_REJ_BAD_MAGIC = 1,
+	RB_REJ_BAD_VERSION = 2,
+	RB_REJ_BAD_QID = 3,
+	RB_REJ_NO_SESSION = 4,
+	RB_REJ_BAD_DEPTH = 5,
+	RB_REJ_NO_RESOURCES = 6,
+	RB_REJ_SHUTTING_DOWN = 7,
+	RB_REJ_MAX
+};
+
+struct rb_cm_rej {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t reason; /* enum rb_cm_reject_reason */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_cm_rej) == 8, "cm rej is 8 bytes");
+
+/*
+ * CONNECT: keyed SGL naming one initiator buffer of RB_CONNECT_BUF_SIZE.
+ * The target RDMA-READs the request half, validates it, RDMA-WRITEs the
+ * response half back, then sends the response capsule.
+ */
+struct rb_connect_req {
+	uint32_t magic; /* 0 */
+	uint16_t version; /* 4 */
+	uint16_t nr_io_queues; /* 6: requested */
+	uint16_t queue_depth; /* 8: requested per I/O queue */
+	uint16_t rsvd0; /* 10 */
+	uint32_t kato_ms; /* 12: keep-alive timeout, 0 = none */
+	uint8_t rsvd1[16]; /* 16 */
+	char hostid[RB_HOSTID_MAX]; /* 32: NUL-terminated */
+	char export_name[RB_EXPORT_NAME_MAX]; /* 256: NUL-terminated */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_connect_req) == 512, "connect req is 512 bytes");
+
+struct rb_connect_rsp {
+	uint64_t session; /* 0: id for I/O queue CM requests */
+	uint64_t size; /* 8: export size in bytes */
+	uint32_t block_size; /* 16: logical block size */
+	uint32_t max_transfer; /* 20: max bytes per command */
+	uint32_t export_flags; /* 24: RB_EXP_* */
+	uint32_t handle; /* 28: export handle for I/O capsules */
+	uint16_t nr_io_queues; /* 32: granted */
+	uint16_t queue_depth; /* 34: max per I/O queue */
+	uint32_t phys_block_size; /* 36 */
+	uint8_t rsvd[24]; /* 40 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_connect_rsp) == 64, "connect rsp is 64 bytes");
+
+#define RB_CONNECT_RSP_OFFSET 512
+#define RB_CONNECT_BUF_SIZE (RB_CONNECT_RSP_OFFSET + 64)
+
+/* LIST_EXPORTS: target RDMA-WRITEs an array of these; result = count. */
+struct rb_export_entry {
+	uint64_t size;
+	uint32_t block_size;
+	uint32_t export_flags;
+	char name[RB_EXPORT_NAME_MAX];
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_export_entry) == 272, "export entry is 272 bytes");
+
+/* Little-endian accessors; the only way code reads or writes wire fields. */
+#define rb_le16(x) htole16(x)
+#define rb_le32(x) htole32(x)
+#define rb_le64(x) htole64(x)
+#define rb_from_le16(x) le16toh(x)
+#define rb_from_le32(x) le32toh(x)
+#define rb_from_le64(x) le64toh(x)
+
+const char *rb_opcode_name(unsigned int opcode);
+int rb_opcode_known(unsigned int opcode);
+const char *rb_status_name(unsigned int status);
+const char *rb_reject_name(unsigned int reason);
+/* Map a status to a positive errno value for frontends (NBD, ublk). */
+int rb_status_errno(unsigned int status);
+/* Map a negative errno from the backend to a status. */
+enum rb_status rb_errno_status(int neg_errno);
+
+/*
+ * Limits and export facts the validator checks a capsule against.
+ */
+struct rb_validate_ctx {
+	int admin; /* capsule arrived on the admin queue */
+	uint32_t handle; /* expected export handle (I/O queues) */
+	uint64_t size; /* export size */
+	uint32_t block_size; /* offset/length alignment */
+	uint32_t max_transfer; /* max length with data */
+	uint32_t incapsule; /* negotiated in-capsule limit */
+	uint32_t received; /* bytes of in-capsule data actually received */
+	uint32_t export_flags; /* RB_EXP_* */
+};
+
+/* Field named by a validation failure, for the log line. */
+struct rb_validate_err {
+	const char *field;
+	uint64_t value;
+};
+
+/*
+ * The one choke point for incoming command capsules.  Returns RB_S_SUCCESS
+ * or a status to send back; on failure fills err with the offending field.
+ * Arithmetic is overflow checked; after success offset+length <= size.
+ */
+enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_validate_ctx *ctx,
+				   struct rb_validate_err *err);
+
+#endif

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Admin queue commands (CONNECT, LIST_EXPORTS, KEEPALIVE, DISCONNECT) and
+ * the session table.  Sessions are control-path objects shared between
+ * reactors, so the table takes a mutex; the I/O path never does.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "checked.h"
+#include "log.h"
+#include "target.h"
+
+static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tgt_session *sessions;
+
+static uint64_t new_session_id(void)
+{
+	uint64_t id = 0;
+
+	/* Unguessable, non-zero: an I/O queue names its session by this id. */
+	while (id == 0)
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			id = (uint64_t)tgt_now_ns();
+	return id;
+}
+
+struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid, uint16_t nq,
+				       uint16_t depth, uint32_t kato_ms)
+{
+	struct tgt_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->id = new_session_id();
+	s->export = e;
+	snprintf(s->hostid, sizeof(s->hostid), "%s", hostid);
+	s->nr_io_queues = nq;
+	s->queue_depth = depth;
+	s->kato_ms = kato_ms;
+	atomic_init(&s->refs, 1); /* the admin queue's */
+	pthread_mutex_lock(&sessions_lock);
+	s->next = sessions;
+	sessions = s;
+	pthread_mutex_unlock(&sessions_lock);
+	return s;
+}
+
+struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason)
+{
+	struct tgt_session *s;
+
+	pthread_mutex_lock(&sessions_lock);
+	for (s = sessions; s; s = s->next)
+		if (s->id == id)
+			break;
+	if (!s || atomic_load(&s->dead) || !s->export) {
+		*reason = RB_REJ_NO_SESSION;
+		s = NULL;
+	} else if (qid == 0 || qid > s->nr_io_queues ||
+		   (s->connected_qids[qid / 64] & (1ull << (qid % 64)))) {
+		*reason = RB_REJ_BAD_QID;
+		s = NULL;
+	} else {
+		s->connected_qids[qid / 64] |= 1ull << (qid % 64);
+		atomic_fetch_add(&s->refs, 1);
+	}
+	pthread_mutex_unlock(&sessions_lock);
+	return s;
+}
+
+void tgt_session_unbind(struct tgt_session *s, uint16_t qid)
+{
+	pthread_mutex_lock(&sessions_lock);
+	s->connected_qids[qid / 64] &= ~(1ull << (qid % 64));
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+void tgt_session_kill(struct tgt_session *s)
+{
+	atomic_store(&s->dead, true);
+}
+
+void tgt_session_put(struct tgt_session *s)
+{
+	struct tgt_session **pp;
+
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&sessions_lock);
+	for (pp = &sessions; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&sessions_lock);
+	free(s);
+}
+
+static bool host_allowed(const struct rb_export_conf *c, const char *hostid)
+{
+	if (c->nr_allowed == 0)
+		return true;
+	for (int i = 0; i < c->nr_allowed; i++)
+		if (strcmp(c->allowed[i], hostid) == 0)
+			return true;
+	return false;
+}
+
+/* A string field must be NUL-terminated inside its fixed-size slot. */
+static bool field_terminated(const char *f, size_t len)
+{
+	return memchr(f, '\0', len) != NULL;
+}
+
+static uint16_t min16(uint32_t a, uint32_t b)
+{
+	return (uint16_t)(a < b ? a : b);
+}
+
+static void admin_connect(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_target *t = q->r->t;
+	const struct rb_connect_req *cr = req->buf;
+	struct rb_connect_rsp *rsp = (void *)((char *)req->buf + RB_CONNECT_RSP_OFFSET);
+	struct tgt_export *e = NULL;
+	struct tgt_session *s;
+	uint16_t nq, depth;
+	uint32_t kato;
+
+	if (q->session) {
+		rb_warn("queue 0 (peer %s): second CONNECT refused", q->peer);
+		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
+		return;
+	}
+	if (rb_from_le32(cr->magic) != RB_MAGIC || rb_from_le16(cr->version) != RB_PROTO_VERSION) {
+		rb_warn("queue 0 (peer %s): CONNECT with magic %#x version %u refused", q->peer,
+			rb_from_le32(cr->magic), rb_from_le16(cr->version));
+		tgt_req_complete(req, RB_S_BAD_VERSION, 0);
+		return;
+	}
+	if (!field_terminated(cr->hostid, sizeof(cr->hostid)) || !cr->hostid[0] ||
+	    !field_terminated(cr->export_name, sizeof(cr->export_name))) {
+		rb_warn("queue 0 (peer %s): CONNECT with unterminated host id or export name",
+			q->peer);
+		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
+		return;
+	}
+	/* An empty export name asks for a discovery session (LIST_EXPORTS only). */
+	if (cr->export_name[0]) {
+		for (int i = 0; i < t->nr_exports; i++)
+			if (strcmp(t->exports[i].conf->name, cr->export_name) == 0)
+				e = &t->exports[i];
+		if (!e) {
+			rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer,
+				cr->hostid, cr->export_name);
+			tgt_req_complete(req, RB_S_UNKNOWN_EXPORT, 0);
+			return;
+		}
+		if (!host_allowed(e->conf, cr->hostid)) {
+			rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
+				cr->hostid, cr->export_name);
+			tgt_req_complete(req, RB_S_ACCESS_DENIED, 0);
+			return;
+		}
+	}
+	nq = min16(rb_from_le16(cr->nr_io_queues), t->conf.max_io_queues);
+	depth = min16(rb_from_le16(cr->queue_depth), t->conf.max_queue_depth);
+	kato = rb_from_le32(cr->kato_ms);
+	if (kato > t->conf.keepalive_ms)
+		kato = t->conf.keepalive_ms;
+	if (e && (nq == 0 || depth == 0)) {
+		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
+		return;
+	}
+	s = tgt_session_create(e, cr->hostid, e ? nq : 0, depth, kato);
+	if (!s) {
+		tgt_req_complete(req, RB_S_BUSY, 0);
+		return;
+	}
+	q->session = s;
+	memset(rsp, 0, sizeof(*rsp));
+	rsp->session = rb_le64(s->id);
+	if (e) {
+		rsp->size = rb_le64(e->size);
+		rsp->block_size = rb_le32(e->block_size);
+		rsp->phys_block_size = rb_le32(e->phys_block_size);
+		rsp->max_transfer = rb_le32(t->conf.max_transfer);
+		rsp->export_flags = rb_le32(e->flags);
+		rsp->handle = rb_le32(e->handle);
+		rsp->nr_io_queues = rb_le16(nq);
+		rsp->queue_depth = rb_le16(depth);
+	}
+	rb_info("peer %s host %s: session %016llx %s%s (%u I/O queues, depth %u, kato %u ms)",
+		q->peer, cr->hostid, (unsigned long long)s->id, e ? "export " : "discovery",
+		e ? e->conf->name : "", nq, depth, kato);
+	tgt_req_reply_data(req, RB_CONNECT_RSP_OFFSET, sizeof(*rsp), RB_S_SUCCESS, s->id);
+}
+
+static void admin_list(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_target *t = q->r->t;
+	uint32_t cap = rb_from_le32(req->cmd.length) / sizeof(struct rb_export_entry);
+	struct rb_export_entry *ent = req->buf;
+	uint32_t n = 0, total = 0;
+
+	if (!q->session) {
+		tgt_req_complete(req, RB_S_INVALID_QUEUE, 0);
+		return;
+	}
+	for (int i = 0; i < t->nr_exports; i++) {
+		const struct tgt_export *e = &t->exports[i];
+
+		/* Hosts see only what they may connect to. */
+		if (!host_allowed(e->conf, q->session->hostid))
+			continue;
+		total++;
+		if (n == cap)
+			continue;
+		memset(&ent[n], 0, sizeof(ent[n]));
+		ent[n].size = rb_le64(e->size);
+		ent[n].block_size = rb_le32(e->block_size);
+		ent[n].export_flags = rb_le32(e->flags);
+		snprintf(ent[n].name, sizeof(ent[n].name), "%s", e->conf->name);
+		n++;
+	}
+	/* result: entries written (low 32 bits), entries visible (high 32). */
+	tgt_req_reply_data(req, 0, n * (uint32_t)sizeof(*ent), RB_S_SUCCESS,
+			   (uint64_t)total << 32 | n);
+}
+
+void tgt_admin_execute(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+
+	switch (req->cmd.opcode) {
+	case RB_OP_CONNECT: admin_connect(req); return;
+	case RB_OP_LIST_EXPORTS: admin_list(req); return;
+	case RB_OP_KEEPALIVE:
+		tgt_req_complete(req, q->session ? RB_S_SUCCESS : RB_S_INVALID_QUEUE, 0);
+		return;
+	case RB_OP_DISCONNECT:
+		q->disconnect_requested = true;
+		tgt_req_complete(req, RB_S_SUCCESS, 0);
+		return;
+	default: tgt_req_complete(req, RB_S_INVALID_OPCODE, 0);
+	}
+}
+
+void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns)
+{
+	uint64_t limit;
+
+	if (q->dead)
+		return;
+	/* Before CONNECT: a host gets 10 s to identify itself. */
+	limit = q->session ? (uint64_t)q->session->kato_ms * 1000000ull : 10000000000ull;
+	if (limit && now_ns - q->last_cmd_ns > limit) {
+		rb_warn("queue 0 (peer %s): no command for %llu ms: keep-alive timeout", q->peer,
+			(unsigned long long)(limit / 1000000ull));
+		tgt_queue_fail(q, "keep-alive timeout");
+		tgt_queue_maybe_destroy(q);
+	}
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Export backends: regular files and block devices, both through io_uring
+ * with the reactor's fixed buffers.  Mapping of commands:
+ *   READ/WRITE     READ_FIXED / WRITE_FIXED
+ *   FUA WRITE      WRITE_FIXED with RWF_DSYNC (write then datasync of that
+ *                  range; a block device turns it into a FUA write)
+ *   FLUSH          FSYNC with IORING_FSYNC_DATASYNC
+ *   DISCARD        fallocate PUNCH_HOLE|KEEP_SIZE (file: hole; block device:
+ *                  the kernel issues discard/write-zeroes that reads back 0)
+ *   WRITE_ZEROES   fallocate ZERO_RANGE|KEEP_SIZE (BLKZEROOUT on devices);
+ *                  file systems without ZERO_RANGE (tmpfs) fall back to
+ *                  PUNCH_HOLE, which also reads back as zeroes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "target.h"
+
+static void prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
+		      uint64_t off, int buf_index)
+{
+	if (buf_index >= 0)
+		io_uring_prep_read_fixed(sqe, e->fd, buf, len, off, buf_index);
+	else
+		io_uring_prep_read(sqe, e->fd, buf, len, off);
+}
+
+static void prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
+		       uint32_t len, uint64_t off, int buf_index, bool fua)
+{
+	if (buf_index >= 0)
+		io_uring_prep_write_fixed(sqe, e->fd, buf, len, off, buf_index);
+	else
+		io_uring_prep_write(sqe, e->fd, buf, len, off);
+	if (fua)
+		sqe->rw_flags = RWF_DSYNC;
+}
+
+static void prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe)
+{
+	io_uring_prep_fsync(sqe, e->fd, IORING_FSYNC_DATASYNC);
+}
+
+static void prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
+			 uint64_t len)
+{
+	io_uring_prep_fallocate(sqe, e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
+}
+
+static void prep_write_zeroes(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
+			      uint64_t len)
+{
+	int mode = FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+
+	if (atomic_load(&e->zero_range_unsupported))
+		mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	io_uring_prep_fallocate(sqe, e->fd, mode, off, len);
+}
+
+static int probe_file(struct tgt_export *e)
+{
+	struct statx stx;
+
+	if (statx(e->fd, "", AT_EMPTY_PATH, STATX_SIZE | STATX_DIOALIGN, &stx) < 0)
+		return -errno;
+	e->size = stx.stx_size;
+	e->block_size = 512;
+	/* O_DIRECT needs offsets aligned to what the file system reports. */
+	if (e->direct && (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align > 512)
+		e->block_size = stx.stx_dio_offset_align;
+	e->phys_block_size = stx.stx_blksize > e->block_size ? stx.stx_blksize : e->block_size;
+	if (e->phys_block_size > 65536)
+		e->phys_block_size = e->block_size;
+	e->flags |= RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES;
+	return 0;
+}
+
+static int probe_blockdev(struct tgt_export *e)
+{
+	uint64_t size;
+	int lbs, pbs;
+	unsigned short rot = 0;
+
+	if (ioctl(e->fd, BLKGETSIZE64, &size) < 0)
+		return -errno;
+	if (ioctl(e->fd, BLKSSZGET, &lbs) < 0)
+		return -errno;
+	if (ioctl(e->fd, BLKPBSZGET, &pbs) < 0)
+		pbs = lbs;
+	e->size = size;
+	e->block_size = (uint32_t)lbs;
+	e->phys_block_size = (uint32_t)pbs;
+	e->flags |= RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES;
+	if (ioctl(e->fd, BLKROTATIONAL, &rot) == 0 && rot)
+		e->flags |= RB_EXP_ROTATIONAL;
+	return 0;
+}
+
+const struct tgt_backend_ops tgt_backend_file = {
+	.name = "file",
+	.probe = probe_file,
+	.prep_read = prep_read,
+	.prep_write = prep_write,
+	.prep_flush = prep_flush,
+	.prep_discard = prep_discard,
+	.prep_write_zeroes = prep_write_zeroes,
+};
+
+const struct tgt_backend_ops tgt_backend_blockdev = {
+	.name = "blockdev",
+	.probe = probe_blockdev,
+	.prep_read = prep_read,
+	.prep_write = prep_write,
+	.prep_flush = prep_flush,
+	.prep_discard = prep_discard,
+	.prep_write_zeroes = prep_write_zeroes,
+};
+
+static int open_backing(const struct rb_export_conf *c, bool direct)
+{
+	int flags = (c->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+
+	if (direct)
+		flags |= O_DIRECT;
+	return open(c->path, flags);
+}
+
+int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle)
+{
+	struct stat st;
+	int ret;
+
+	memset(e, 0, sizeof(*e));
+	e->conf = conf;
+	e->handle = handle;
+	e->direct = conf->direct;
+	e->fd = open_backing(conf, e->direct);
+	if (e->fd < 0 && e->direct && errno == EINVAL) {
+		rb_warn("export %s: %s: file system refuses O_DIRECT; using buffered I/O",
+			conf->name, conf->path);
+		e->direct = false;
+		e->fd = open_backing(conf, false);
+	}
+	if (e->fd < 0) {
+		ret = -errno;
+		rb_err("export %s: cannot open %s: %s", conf->name, conf->path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(e->fd, &st) < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	if (S_ISREG(st.st_mode)) {
+		e->ops = &tgt_backend_file;
+	} else if (S_ISBLK(st.st_mode)) {
+		e->ops = &tgt_backend_blockdev;
+	} else {
+		rb_err("export %s: %s is neither a regular file nor a block device", conf->name,
+		       conf->path);
+		ret = -EINVAL;
+		goto out_close;
+	}
+	ret = e->ops->probe(e);
+	if (ret < 0) {
+		rb_err("export %s: cannot size %s: %s", conf->name, conf->path, strerror(-ret));
+		goto out_close;
+	}
+	if (conf->read_only) {
+		e->flags |= RB_EXP_READ_ONLY;
+		e->flags &= ~(RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_FUA);
+	}
+	if (e->size % e->block_size)
+		rb_warn("export %s: size %llu is not a multiple of block size %u; the tail is not "
+			"accessible",
+			conf->name, (unsigned long long)e->size, e->block_size);
+	e->size -= e->size % e->block_size;
+	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s", conf->name, conf->path,
+		e->ops->name, (unsigned long long)e->size, e->block_size,
+		conf->read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "");
+	return 0;
+
+out_close:
+	close(e->fd);
+	e->fd = -1;
+	return ret;
+}
+
+void tgt_export_close(struct tgt_export *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+}
+
+void tgt_export_dump_stats(const struct tgt_export *e)
+{
+	const struct tgt_export_stats *s = &e->stats;
+
+	rb_info("export %s stats: reads=%llu writes=%llu flushes=%llu fua_writes=%llu "
+		"discards=%llu write_zeroes=%llu errors=%llu",
+		e->conf->name, (unsigned long long)atomic_load(&s->reads),
+		(unsigned long long)atomic_load(&s->writes),
+		(unsigned long long)atomic_load(&s->flushes),
+		(unsigned long long)atomic_load(&s->fua_writes),
+		(unsigned long long)atomic_load(&s->discards),
+		(unsigned long long)atomic_load(&s->write_zeroes),
+		(unsigned long long)atomic_load(&s->errors));
+}

@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmablk-target: loads the config, opens the exports, starts the reactors,
+ * and runs the acceptor (listeners + signals) on the main thread.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "log.h"
+#include "target.h"
+
+struct listener {
+	const struct rb_transport_ops *ops;
+	struct rb_listener *l;
+	const struct rb_listen_addr *addr;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: rdmablk-target --config FILE [options]\n"
+		   "  -c, --config FILE     target configuration (INI)\n"
+		   "      --check           validate the configuration and exports, then exit\n"
+		   "  -l, --log-level LEVEL error, warning, info, debug\n"
+		   "  -p, --pidfile FILE    write the process id to FILE\n"
+		   "  -h, --help            this text\n"
+		   "  -V, --version         print the version\n"
+		   "Transports built in: %s\n",
+		rb_transport_names());
+}
+
+static int write_pidfile(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0) {
+		rb_err("pidfile %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *conn,
+		     const void *priv, size_t priv_len, unsigned int *rr)
+{
+	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC), .version = rb_le16(RB_PROTO_VERSION) };
+	struct tgt_conn_msg *m;
+	const struct rb_cm_req *cr = priv;
+	char peer[128];
+	uint16_t qid;
+
+	ls->ops->conn_peer(conn, peer, sizeof(peer));
+	if (priv_len < sizeof(*cr) || rb_from_le32(cr->magic) != RB_MAGIC) {
+		rb_warn("%s peer %s: connection request without rdmablk private data", ls->ops->name,
+			peer);
+		rej.reason = rb_le16(RB_REJ_BAD_MAGIC);
+		ls->ops->reject(conn, &rej, sizeof(rej));
+		return;
+	}
+	if (rb_from_le16(cr->version) != RB_PROTO_VERSION) {
+		rb_warn("%s peer %s: protocol version %u not supported (want %u)", ls->ops->name,
+			peer, rb_from_le16(cr->version), RB_PROTO_VERSION);
+		rej.reason = rb_le16(RB_REJ_BAD_VERSION);
+		ls->ops->reject(conn, &rej, sizeof(rej));
+		return;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		rej.reason = rb_le16(RB_REJ_NO_RESOURCES);
+		ls->ops->reject(conn, &rej, sizeof(rej));
+		return;
+	}
+	m->ops = ls->ops;
+	m->conn = conn;
+	memcpy(&m->req, cr, sizeof(m->req));
+	qid = rb_from_le16(cr->qid);
+	/* Spread a session's I/O queues over reactors; admin queues round robin. */
+	if (qid)
+		tgt_reactor_post_conn(&t->reactors[(qid - 1) % t->nr_reactors], m);
+	else
+		tgt_reactor_post_conn(&t->reactors[(*rr)++ % (unsigned int)t->nr_reactors], m);
+}
+
+static void accept_all(struct tgt_target *t, struct listener *ls, unsigned int *rr)
+{
+	for (;;) {
+		struct rb_conn *conn;
+		const void *priv;
+		size_t priv_len;
+		int ret = ls->ops->listener_get(ls->l, &conn, &priv, &priv_len);
+
+		if (ret == -EAGAIN)
+			return;
+		if (ret < 0) {
+			rb_warn("%s listener: %s", ls->ops->name, strerror(-ret));
+			return;
+		}
+		hand_off(t, ls, conn, priv, priv_len, rr);
+	}
+}
+
+static int open_listeners(struct tgt_target *t, struct listener *ls, int epfd)
+{
+	for (int i = 0; i < t->conf.nr_listen; i++) {
+		const struct rb_listen_addr *a = &t->conf.listen[i];
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i + 1 };
+		int ret;
+
+		ls[i].addr = a;
+		ls[i].ops = rb_transport_find(a->transport);
+		if (!ls[i].ops) {
+			rb_err("listen %s://%s:%u: transport not built in (have: %s)", a->transport,
+			       a->ep.host, a->ep.port, rb_transport_names());
+			return -EPROTONOSUPPORT;
+		}
+		ret = ls[i].ops->listen(&a->ep, &t->conf.topts, &ls[i].l);
+		if (ret) {
+			rb_err("listen %s://%s:%u: %s", a->transport, a->ep.host, a->ep.port,
+			       strerror(-ret));
+			return ret;
+		}
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls[i].ops->listener_fd(ls[i].l), &ev) < 0)
+			return -errno;
+		rb_info("listening on %s://%s:%u", a->transport, a->ep.host, a->ep.port);
+	}
+	return 0;
+}
+
+static void close_listeners(struct tgt_target *t, struct listener *ls)
+{
+	for (int i = 0; i < t->conf.nr_listen; i++)
+		if (ls[i].l)
+			ls[i].ops->listener_close(ls[i].l);
+}
+
+static int open_exports(struct tgt_target *t)
+{
+	t->exports = calloc((size_t)t->conf.nr_exports, sizeof(*t->exports));
+	if (!t->exports)
+		return -ENOMEM;
+	for (int i = 0; i < t->conf.nr_exports; i++) {
+		int ret = tgt_export_open(&t->exports[i], &t->conf.exports[i], (uint32_t)i + 1);
+
+		if (ret) {
+			while (i--)
+				tgt_export_close(&t->exports[i]);
+			free(t->exports);
+			t->exports = NULL;
+			return ret;
+		}
+		t->nr_exports++;
+	}
+	return 0;
+}
+
+static void close_exports(struct tgt_target *t)
+{
+	for (int i = 0; i < t->nr_exports; i++) {
+		tgt_export_dump_stats(&t->exports[i]);
+		tgt_export_close(&t->exports[i]);
+	}
+	free(t->exports);
+}
+
+static void dump_stats(const struct tgt_target *t)
+{
+	for (int i = 0; i < t->nr_exports; i++)
+		tgt_export_dump_stats(&t->exports[i]);
+}
+
+/* The main thread's loop: accept connections until SIGTERM/SIGINT. */
+static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd)
+{
+	struct epoll_event evs[8];
+	unsigned int rr = 0;
+
+	for (;;) {
+		int n = epoll_wait(epfd, evs, 8, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		for (int i = 0; i < n; i++) {
+			struct signalfd_siginfo si;
+
+			if (evs[i].data.u32 != 0) {
+				accept_all(t, &ls[evs[i].data.u32 - 1], &rr);
+				continue;
+			}
+			if (read(sfd, &si, sizeof(si)) != sizeof(si))
+				continue;
+			if (si.ssi_signo == SIGUSR1) {
+				dump_stats(t);
+				continue;
+			}
+			rb_info("signal %d: draining in-flight I/O and stopping", si.ssi_signo);
+			return 0;
+		}
+	}
+}
+
+static void warn_memlock(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < 64ull << 20)
+		rb_info("memlock limit is %llu KiB; RDMA registration may need more "
+			"(ulimit -l unlimited, or LimitMEMLOCK=infinity)",
+			(unsigned long long)(rl.rlim_cur >> 10));
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "pidfile", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config = NULL, *pidfile = NULL, *level = NULL;
+	static struct tgt_target t;
+	struct listener ls[RB_MAX_LISTEN] = { 0 };
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 0 };
+	char errbuf[512];
+	int check = 0, opt, ret, sfd, epfd, started = 0;
+	sigset_t mask;
+
+	rb_log_init("rdmablk-target", RB_LOG_INFO);
+	while ((opt = getopt_long(argc, argv, "c:l:p:hV", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': config = optarg; break;
+		case 'C': check = 1; break;
+		case 'l': level = optarg; break;
+		case 'p': pidfile = optarg; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("rdmablk-target %s\n", PACKAGE_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!config || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	rb_target_conf_init(&t.conf);
+	if (rb_target_conf_load(&t.conf, config, errbuf, sizeof(errbuf)) < 0) {
+		fprintf(stderr, "rdmablk-target: %s\n", errbuf);
+		return 1;
+	}
+	rb_log_set_level((enum rb_log_level)t.conf.log_level);
+	if (level) {
+		enum rb_log_level lv;
+
+		if (rb_log_parse_level(level, &lv) < 0) {
+			fprintf(stderr, "rdmablk-target: --log-level: unknown level '%s'\n", level);
+			return 2;
+		}
+		rb_log_set_level(lv);
+	}
+	if (t.conf.nr_exports == 0)
+		rb_warn("%s: no [export NAME] sections: nothing to serve", config);
+	if (open_exports(&t) < 0)
+		return 1;
+	if (check) {
+		printf("%s: configuration OK, %d export(s)\n", config, t.nr_exports);
+		close_exports(&t);
+		return 0;
+	}
+	warn_memlock();
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGUSR1);
+	/* Block before threads start so only the signalfd sees them. */
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (sfd < 0 || epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev) < 0) {
+		rb_err("signalfd/epoll: %s", strerror(errno));
+		return 1;
+	}
+
+	t.nr_reactors = t.conf.threads;
+	t.reactors = calloc((size_t)t.nr_reactors, sizeof(*t.reactors));
+	if (!t.reactors) {
+		ret = -ENOMEM;
+		goto out_stop;
+	}
+	for (; started < t.nr_reactors; started++) {
+		ret = tgt_reactor_start(&t.reactors[started], &t, started);
+		if (ret)
+			goto out_stop;
+	}
+	ret = open_listeners(&t, ls, epfd);
+	if (ret)
+		goto out_stop;
+	if (pidfile && write_pidfile(pidfile) < 0) {
+		ret = -EIO;
+		goto out_stop;
+	}
+	sd_notifyf(0, "READY=1\nSTATUS=serving %d export(s) on %d listener(s)", t.nr_exports,
+		   t.conf.nr_listen);
+	rb_info("ready: %d export(s), %d reactor(s)", t.nr_exports, t.nr_reactors);
+	ret = serve(&t, sfd, ls, epfd);
+	sd_notify(0, "STOPPING=1");
+
+out_stop:
+	atomic_store(&t.draining, true);
+	close_listeners(&t, ls);
+	for (int i = 0; i < started; i++)
+		tgt_reactor_stop(&t.reactors[i]);
+	for (int i = 0; i < started; i++)
+		tgt_reactor_join(&t.reactors[i]);
+	free(t.reactors);
+	close_exports(&t);
+	rb_target_conf_free(&t.conf);
+	close(epfd);
+	close(sfd);
+	if (pidfile)
+		unlink(pidfile);
+	rb_info("stopped");
+	return ret ? 1 : 0;
+}

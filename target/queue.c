@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Target queues: one per transport connection (admin or I/O).  Created on
+ * the reactor that will own it, torn down there once every work request
+ * and io_uring operation it started has completed.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "log.h"
+#include "target.h"
+
+#define ADMIN_DEPTH 16
+
+static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct tgt_recv *rv = rb_container_of(wc->cqe, struct tgt_recv, cqe);
+	struct tgt_queue *q = rv->q;
+
+	rv->posted = false;
+	q->wr_outstanding--;
+	if (wc->status != RB_WC_SUCCESS) {
+		if (wc->status != RB_WC_FLUSH_ERR)
+			rb_err("queue %u (peer %s, qp %u): receive failed: status %d", q->qid,
+			       q->peer, q->qpn, wc->status);
+		tgt_queue_fail(q, "receive error");
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	if (q->dead) {
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	tgt_req_start(q, rv, wc->byte_len);
+}
+
+int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
+{
+	struct rb_sge sg[2] = {
+		{ .addr = rv->capsule, .length = RB_CAPSULE_SIZE, .lkey = q->capsule_mr->lkey },
+		{ .addr = rv->incap, .length = q->incapsule, .lkey = q->cx->incap_mr->lkey },
+	};
+	int ret;
+
+	if (q->dead)
+		return -ENOTCONN;
+	ret = q->cx->ops->post_recv(q->conn, &rv->cqe, sg, q->incapsule ? 2 : 1);
+	if (ret) {
+		rb_err("queue %u (peer %s, qp %u): post receive: %s", q->qid, q->peer, q->qpn,
+		       strerror(-ret));
+		tgt_queue_fail(q, "post receive failed");
+		return ret;
+	}
+	rv->posted = true;
+	q->wr_outstanding++;
+	return 0;
+}
+
+static void reject(const struct tgt_conn_msg *m, uint16_t reason)
+{
+	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
+				 .version = rb_le16(RB_PROTO_VERSION),
+				 .reason = rb_le16(reason) };
+	char peer[128];
+
+	m->ops->conn_peer(m->conn, peer, sizeof(peer));
+	rb_warn("%s peer %s: connection for queue %u rejected: %s", m->ops->name, peer,
+		rb_from_le16(m->req.qid), rb_reject_name(reason));
+	m->ops->reject(m->conn, &rej, sizeof(rej));
+}
+
+static void queue_free_mem(struct tgt_queue *q)
+{
+	struct tgt_reactor *r = q->r;
+
+	if (q->recvs) {
+		for (uint16_t i = 0; i < q->depth; i++)
+			if (q->recvs[i].incap)
+				rb_bufpool_put(&r->incap, q->recvs[i].incap);
+	}
+	if (q->rsp_mr)
+		q->cx->ops->dereg_mr(q->rsp_mr);
+	if (q->capsule_mr)
+		q->cx->ops->dereg_mr(q->capsule_mr);
+	free(q->rsps);
+	free(q->capsules);
+	free(q->reqs);
+	free(q->recvs);
+	free(q);
+}
+
+static int queue_alloc(struct tgt_queue *q)
+{
+	struct tgt_reactor *r = q->r;
+	const struct rb_transport_ops *ops = q->cx->ops;
+	int ret;
+
+	q->recvs = calloc(q->depth, sizeof(*q->recvs));
+	q->reqs = calloc(q->depth, sizeof(*q->reqs));
+	q->capsules = aligned_alloc(64, (size_t)q->depth * sizeof(*q->capsules));
+	q->rsps = aligned_alloc(64, (size_t)q->depth * sizeof(*q->rsps));
+	if (!q->recvs || !q->reqs || !q->capsules || !q->rsps)
+		return -ENOMEM;
+	ret = ops->reg_mr(q->cx->domain, q->capsules, (size_t)q->depth * sizeof(*q->capsules),
+			  RB_ACCESS_LOCAL, &q->capsule_mr);
+	if (ret)
+		return ret;
+	ret = ops->reg_mr(q->cx->domain, q->rsps, (size_t)q->depth * sizeof(*q->rsps),
+			  RB_ACCESS_LOCAL, &q->rsp_mr);
+	if (ret)
+		return ret;
+	for (uint16_t i = 0; i < q->depth; i++) {
+		struct tgt_recv *rv = &q->recvs[i];
+		struct tgt_req *req = &q->reqs[i];
+
+		rv->q = q;
+		rv->cqe.done = recv_done;
+		rv->capsule = &q->capsules[i];
+		if (q->incapsule) {
+			rv->incap = rb_bufpool_get(&r->incap);
+			if (!rv->incap)
+				return -ENOBUFS;
+		}
+		req->q = q;
+		req->rsp = &q->rsps[i];
+		req->state = REQ_FREE;
+		req->next = q->free_reqs;
+		q->free_reqs = req;
+	}
+	return 0;
+}
+
+int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
+{
+	const struct rb_target_conf *conf = &r->t->conf;
+	const struct rb_cm_req *cr = &m->req;
+	uint16_t qid = rb_from_le16(cr->qid), reason = RB_REJ_NONE;
+	uint32_t want_depth = rb_from_le16(cr->depth), limit;
+	struct rb_cm_rep rep;
+	struct rb_conn_caps caps;
+	struct tgt_session *s = NULL;
+	struct tgt_queue *q;
+	int ret;
+
+	if (atomic_load(&r->t->draining)) {
+		reject(m, RB_REJ_SHUTTING_DOWN);
+		return -ESHUTDOWN;
+	}
+	if (qid == 0) {
+		if (rb_from_le64(cr->session)) {
+			reject(m, RB_REJ_BAD_QID);
+			return -EINVAL;
+		}
+		limit = ADMIN_DEPTH;
+	} else {
+		s = tgt_session_bind(rb_from_le64(cr->session), qid, &reason);
+		if (!s) {
+			reject(m, reason);
+			return -EINVAL;
+		}
+		limit = s->queue_depth;
+	}
+	if (want_depth == 0) {
+		reject(m, RB_REJ_BAD_DEPTH);
+		ret = -EINVAL;
+		goto out_unbind;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		reject(m, RB_REJ_NO_RESOURCES);
+		ret = -ENOMEM;
+		goto out_unbind;
+	}
+	q->r = r;
+	q->conn = m->conn;
+	q->conn->ctx = q;
+	q->qid = qid;
+	q->session = s;
+	q->depth = (uint16_t)(want_depth < limit ? want_depth : limit);
+	q->incapsule = rb_from_le32(cr->incapsule);
+	if (q->incapsule > conf->incapsule)
+		q->incapsule = conf->incapsule;
+	if (qid == 0)
+		q->incapsule = 0; /* admin commands carry data by key only */
+	q->max_rd = 16;
+	q->pending_read_tail = &q->pending_read;
+	q->last_cmd_ns = tgt_now_ns();
+	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
+	q->cx = NULL;
+	for (int i = 0; i < r->nr_cqctx; i++)
+		if (r->cqctx[i].ops == m->ops && r->cqctx[i].domain == m->ops->conn_domain(m->conn))
+			q->cx = &r->cqctx[i];
+	if (!q->cx) {
+		ret = -ENODEV;
+		goto out_reject;
+	}
+	ret = queue_alloc(q);
+	if (ret)
+		goto out_reject;
+	/* Post a receive for every credit before accepting: RNR cannot happen. */
+	for (uint16_t i = 0; i < q->depth; i++) {
+		ret = tgt_queue_post_recv(q, &q->recvs[i]);
+		if (ret)
+			break;
+	}
+	caps = (struct rb_conn_caps){
+		.max_send_wr = (uint32_t)q->depth * 3u,
+		.max_recv_wr = q->depth,
+		.max_sge = 2,
+		.max_inline = RB_RESPONSE_SIZE,
+		.max_rd_atomic = q->max_rd,
+		.max_dest_rd_atomic = 0, /* initiators may not READ target memory */
+	};
+	rep = (struct rb_cm_rep){ .magic = rb_le32(RB_MAGIC),
+				  .version = rb_le16(RB_PROTO_VERSION),
+				  .depth = rb_le16(q->depth),
+				  .incapsule = rb_le32(q->incapsule) };
+	if (!ret)
+		ret = m->ops->accept(m->conn, q->cx->cq, &caps, &rep, sizeof(rep));
+	if (ret) {
+		rb_err("%s peer %s: accept queue %u failed: %s", m->ops->name, q->peer, qid,
+		       strerror(-ret));
+		/* Receives may be posted: let them flush, then free. */
+		q->next = r->queues;
+		r->queues = q;
+		q->dead = true;
+		if (!q->wr_outstanding) {
+			r->queues = q->next;
+			m->ops->conn_destroy(m->conn);
+			queue_free_mem(q);
+		} else {
+			m->ops->disconnect(m->conn);
+		}
+		goto out_unbind;
+	}
+	q->qpn = m->ops->conn_qpn(m->conn);
+	q->next = r->queues;
+	r->queues = q;
+	rb_info("%s peer %s: queue %u connected (qp %u, depth %u, in-capsule %u, reactor %d)",
+		m->ops->name, q->peer, qid, q->qpn, q->depth, q->incapsule, r->id);
+	return 0;
+
+out_reject:
+	reject(m, RB_REJ_NO_RESOURCES);
+	queue_free_mem(q);
+out_unbind:
+	if (s) {
+		tgt_session_unbind(s, qid);
+		tgt_session_put(s);
+	}
+	return ret;
+}
+
+void tgt_queue_fail(struct tgt_queue *q, const char *why)
+{
+	if (q->dead)
+		return;
+	q->dead = true;
+	rb_info("%s peer %s: queue %u (qp %u) closing: %s", q->cx->ops->name, q->peer, q->qid,
+		q->qpn, why);
+	/* Admin queue loss ends the session (NVMe-oF controller semantics). */
+	if (q->qid == 0 && q->session)
+		tgt_session_kill(q->session);
+	q->cx->ops->disconnect(q->conn);
+}
+
+static void unlink_queue(struct tgt_queue *q)
+{
+	struct tgt_queue **pp = &q->r->queues;
+
+	while (*pp && *pp != q)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = q->next;
+}
+
+void tgt_queue_maybe_destroy(struct tgt_queue *q)
+{
+	if (!q->dead || q->wr_outstanding || q->io_inflight)
+		return;
+	unlink_queue(q);
+	/* Requests waiting for a pool buffer or SQ space are not in flight:
+	 * drop them from the reactor's pending lists before freeing. */
+	for (struct tgt_req **pp = &q->r->pending_buf; *pp;) {
+		if ((*pp)->q == q)
+			*pp = (*pp)->next;
+		else
+			pp = &(*pp)->next;
+	}
+	q->r->pending_buf_tail = &q->r->pending_buf;
+	while (*q->r->pending_buf_tail)
+		q->r->pending_buf_tail = &(*q->r->pending_buf_tail)->next;
+	for (struct tgt_req **pp = &q->r->pending_exec; *pp;) {
+		if ((*pp)->q == q)
+			*pp = (*pp)->next;
+		else
+			pp = &(*pp)->next;
+	}
+	q->r->pending_exec_tail = &q->r->pending_exec;
+	while (*q->r->pending_exec_tail)
+		q->r->pending_exec_tail = &(*q->r->pending_exec_tail)->next;
+	for (uint16_t i = 0; i < q->depth; i++) {
+		struct tgt_req *req = &q->reqs[i];
+
+		if (req->buf && req->buf_from_pool)
+			rb_bufpool_put(&q->r->pool, req->buf);
+		req->buf = NULL;
+	}
+	if (q->session) {
+		if (q->qid)
+			tgt_session_unbind(q->session, q->qid);
+		tgt_session_put(q->session);
+	}
+	rb_dbg("queue %u (peer %s) destroyed", q->qid, q->peer);
+	q->cx->ops->conn_destroy(q->conn);
+	queue_free_mem(q);
+}
+
+static bool queue_idle(const struct tgt_queue *q)
+{
+	for (uint16_t i = 0; i < q->depth; i++)
+		if (q->reqs[i].state != REQ_FREE)
+			return false;
+	return true;
+}
+
+void tgt_queue_drain(struct tgt_reactor *r, bool force)
+{
+	struct tgt_queue *q, *next;
+
+	for (q = r->queues; q; q = next) {
+		next = q->next;
+		if (!q->dead && (force || queue_idle(q)))
+			tgt_queue_fail(q, force ? "shutdown (drain timed out)" : "shutdown");
+		tgt_queue_maybe_destroy(q);
+	}
+}

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reactor threads.  Each owns its io_uring, its buffer pools, one
+ * completion queue per transport domain, and the queues (connections)
+ * handed to it.  Nothing here is shared with other reactors except the
+ * inbox (control path, mutex) and the session table (control path).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "log.h"
+#include "target.h"
+
+#define RING_ENTRIES 256
+#define WC_BATCH 32
+#define CQE_BATCH 64
+#define DRAIN_TIMEOUT_NS (10ull * 1000000000ull)
+
+/* epoll data tags: small integers; CQ contexts are 16 + index. */
+enum { EV_WAKE = 1, EV_RING = 2, EV_TIMER = 3, EV_CQ_BASE = 16 };
+
+uint64_t tgt_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+
+	if (!sqe) {
+		/* SQ full: push what we have, then try once more. */
+		if (io_uring_submit(&r->ring) >= 0)
+			r->sq_pending = 0;
+		sqe = io_uring_get_sqe(&r->ring);
+	}
+	if (sqe)
+		r->sq_pending++;
+	return sqe;
+}
+
+static int add_fd(struct tgt_reactor *r, int fd, uint64_t tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = tag };
+
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Find or create the CQ context for a transport domain (lazy per device). */
+static struct tgt_cqctx *cqctx_get(struct tgt_reactor *r, const struct rb_transport_ops *ops,
+				   struct rb_domain *d)
+{
+	struct tgt_cqctx *cx;
+	int ret;
+
+	for (int i = 0; i < r->nr_cqctx; i++)
+		if (r->cqctx[i].ops == ops && r->cqctx[i].domain == d)
+			return &r->cqctx[i];
+	if (r->nr_cqctx == (int)RB_ARRAY_SIZE(r->cqctx))
+		return NULL;
+	cx = &r->cqctx[r->nr_cqctx];
+	memset(cx, 0, sizeof(*cx));
+	cx->ops = ops;
+	cx->domain = d;
+	/* Local access only: target memory is never remotely accessible. */
+	ret = ops->reg_mr(d, r->pool.base, r->pool.slab_size, RB_ACCESS_LOCAL, &cx->pool_mr);
+	if (ret)
+		goto out_err;
+	ret = ops->reg_mr(d, r->incap.base, r->incap.slab_size, RB_ACCESS_LOCAL, &cx->incap_mr);
+	if (ret)
+		goto out_dereg_pool;
+	ret = ops->cq_create(d, 4096, &cx->cq);
+	if (ret)
+		goto out_dereg_incap;
+	ret = add_fd(r, ops->cq_fd(cx->cq), EV_CQ_BASE + (uint64_t)r->nr_cqctx);
+	if (ret)
+		goto out_destroy_cq;
+	ops->cq_arm(cx->cq);
+	r->nr_cqctx++;
+	return cx;
+
+out_destroy_cq:
+	ops->cq_destroy(cx->cq);
+out_dereg_incap:
+	ops->dereg_mr(cx->incap_mr);
+out_dereg_pool:
+	ops->dereg_mr(cx->pool_mr);
+out_err:
+	rb_err("reactor %d: cannot set up %s domain: %s%s", r->id, ops->name, strerror(-ret),
+	       ret == -ENOMEM || ret == -EPERM ? " (raise the memlock limit: ulimit -l, or "
+						 "LimitMEMLOCK=infinity in the unit)" :
+						 "");
+	return NULL;
+}
+
+static void handle_inbox(struct tgt_reactor *r)
+{
+	struct tgt_conn_msg *m;
+
+	pthread_mutex_lock(&r->inbox_lock);
+	m = r->inbox;
+	r->inbox = NULL;
+	pthread_mutex_unlock(&r->inbox_lock);
+
+	while (m) {
+		struct tgt_conn_msg *next = m->next;
+		struct rb_domain *d = m->ops->conn_domain(m->conn);
+		struct tgt_cqctx *cx = cqctx_get(r, m->ops, d);
+		struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
+					 .version = rb_le16(RB_PROTO_VERSION),
+					 .reason = rb_le16(RB_REJ_NO_RESOURCES) };
+
+		/* tgt_queue_create rejects and logs on its own failures. */
+		if (!cx || atomic_load(&r->stopping))
+			m->ops->reject(m->conn, &rej, sizeof(rej));
+		else
+			tgt_queue_create(r, m);
+		free(m);
+		m = next;
+	}
+}
+
+void tgt_reactor_post_conn(struct tgt_reactor *r, struct tgt_conn_msg *m)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&r->inbox_lock);
+	m->next = r->inbox;
+	r->inbox = m;
+	pthread_mutex_unlock(&r->inbox_lock);
+	if (write(r->wake_fd, &one, sizeof(one)) < 0)
+		rb_err("reactor %d: wake: %s", r->id, strerror(errno));
+}
+
+static int drain_cq(struct tgt_reactor *r, struct tgt_cqctx *cx)
+{
+	struct rb_wc wc[WC_BATCH];
+	int n, total = 0;
+
+	do {
+		n = cx->ops->cq_poll(cx->cq, wc, WC_BATCH);
+		if (n < 0) {
+			rb_err("reactor %d: %s cq poll: %s", r->id, cx->ops->name, strerror(-n));
+			return n;
+		}
+		for (int i = 0; i < n; i++)
+			wc[i].cqe->done(cx->cq, &wc[i]);
+		total += n;
+	} while (n == WC_BATCH);
+	return total;
+}
+
+static int drain_ring(struct tgt_reactor *r)
+{
+	struct io_uring_cqe *cqes[CQE_BATCH];
+	unsigned int n, total = 0;
+
+	do {
+		n = io_uring_peek_batch_cqe(&r->ring, cqes, CQE_BATCH);
+		for (unsigned int i = 0; i < n; i++) {
+			uint64_t ud = cqes[i]->user_data;
+			int res = cqes[i]->res;
+
+			io_uring_cqe_seen(&r->ring, cqes[i]);
+			if ((ud & ((1u << TGT_UD_KIND_BITS) - 1)) == TGT_UD_REQ)
+				tgt_req_io_done((struct tgt_req *)(uintptr_t)(ud & ~(uint64_t)7),
+						res);
+		}
+		total += n;
+	} while (n == CQE_BATCH);
+	return (int)total;
+}
+
+static void on_timer(struct tgt_reactor *r)
+{
+	uint64_t now = tgt_now_ns();
+	struct tgt_queue *q, *next;
+
+	for (q = r->queues; q; q = next) {
+		next = q->next;
+		if (q->session && atomic_load(&q->session->dead) && !q->dead)
+			tgt_queue_fail(q, "session ended");
+		else if (q->qid == 0)
+			tgt_admin_check_keepalive(q, now);
+	}
+}
+
+static void reactor_loop(struct tgt_reactor *r)
+{
+	struct epoll_event evs[16];
+	bool stop_seen = false;
+	uint64_t drain_deadline = 0;
+
+	for (;;) {
+		int timeout = r->busy_poll ? 0 : stop_seen ? 10 : 1000;
+		int n, work = 0;
+
+		if (r->sq_pending) {
+			if (io_uring_submit(&r->ring) < 0)
+				rb_err("reactor %d: io_uring_submit: %s", r->id, strerror(errno));
+			r->sq_pending = 0;
+		}
+		if (stop_seen && !r->queues)
+			break;
+		n = epoll_wait(r->epfd, evs, (int)RB_ARRAY_SIZE(evs), timeout);
+		if (n < 0 && errno != EINTR) {
+			rb_err("reactor %d: epoll_wait: %s", r->id, strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = evs[i].data.u64, v;
+
+			if (tag == EV_WAKE) {
+				if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					rb_err("reactor %d: wake read: %s", r->id, strerror(errno));
+				handle_inbox(r);
+			} else if (tag == EV_RING) {
+				if (read(r->ring_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					rb_err("reactor %d: ring eventfd: %s", r->id,
+					       strerror(errno));
+			} else if (tag == EV_TIMER) {
+				if (read(r->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					rb_err("reactor %d: timer: %s", r->id, strerror(errno));
+				on_timer(r);
+			} else {
+				struct tgt_cqctx *cx = &r->cqctx[tag - EV_CQ_BASE];
+
+				/* get event -> re-arm -> drain (rping order) */
+				cx->ops->cq_arm(cx->cq);
+			}
+		}
+		/* Drain everything every pass: cheap when empty, and busy-poll needs it. */
+		work += drain_ring(r);
+		for (int i = 0; i < r->nr_cqctx; i++) {
+			int got = drain_cq(r, &r->cqctx[i]);
+
+			if (got > 0)
+				work += got;
+		}
+		tgt_reactor_kick_pending(r);
+		if (atomic_load(&r->stopping)) {
+			if (!stop_seen)
+				drain_deadline = tgt_now_ns() + DRAIN_TIMEOUT_NS;
+			stop_seen = true;
+			/* Let in-flight commands finish, then close (bounded). */
+			tgt_queue_drain(r, tgt_now_ns() > drain_deadline);
+		}
+		(void)work;
+	}
+}
+
+static void *reactor_main(void *arg)
+{
+	struct tgt_reactor *r = arg;
+
+	reactor_loop(r);
+	return NULL;
+}
+
+static int setup_ring(struct tgt_reactor *r)
+{
+	struct iovec iov[2] = {
+		{ .iov_base = r->pool.base, .iov_len = r->pool.slab_size },
+		{ .iov_base = r->incap.base, .iov_len = r->incap.slab_size },
+	};
+	int ret;
+
+	ret = io_uring_queue_init(RING_ENTRIES, &r->ring, 0);
+	if (ret < 0) {
+		rb_err("reactor %d: io_uring_queue_init: %s", r->id, strerror(-ret));
+		return ret;
+	}
+	/* Fixed buffers: index 0 = data pool, 1 = in-capsule pool. */
+	ret = io_uring_register_buffers(&r->ring, iov, 2);
+	if (ret < 0) {
+		rb_err("reactor %d: io_uring_register_buffers (%zu bytes): %s%s", r->id,
+		       r->pool.slab_size + r->incap.slab_size, strerror(-ret),
+		       ret == -ENOMEM ? " (raise the memlock limit: ulimit -l)" : "");
+		goto out_exit_ring;
+	}
+	ret = io_uring_register_eventfd(&r->ring, r->ring_efd);
+	if (ret < 0) {
+		rb_err("reactor %d: io_uring_register_eventfd: %s", r->id, strerror(-ret));
+		goto out_unregister;
+	}
+	return 0;
+
+out_unregister:
+	io_uring_unregister_buffers(&r->ring);
+out_exit_ring:
+	io_uring_queue_exit(&r->ring);
+	return ret;
+}
+
+int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
+{
+	const struct rb_target_conf *c = &t->conf;
+	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+	uint32_t incap_count = c->buffers * 4;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	r->t = t;
+	r->busy_poll = c->topts.busy_poll;
+	r->pending_buf_tail = &r->pending_buf;
+	r->pending_exec_tail = &r->pending_exec;
+	pthread_mutex_init(&r->inbox_lock, NULL);
+
+	ret = rb_bufpool_init(&r->pool, c->max_transfer, c->buffers);
+	if (ret < 0) {
+		rb_err("reactor %d: cannot allocate %u buffers of %u bytes: %s", id, c->buffers,
+		       c->max_transfer, strerror(-ret));
+		return ret;
+	}
+	ret = rb_bufpool_init(&r->incap, (c->incapsule + 4095) & ~4095u, incap_count);
+	if (ret < 0)
+		goto out_pool;
+	r->epfd = epoll_create1(EPOLL_CLOEXEC);
+	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	r->ring_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (r->epfd < 0 || r->wake_fd < 0 || r->ring_efd < 0 || r->timer_fd < 0) {
+		ret = -errno;
+		goto out_fds;
+	}
+	timerfd_settime(r->timer_fd, 0, &its, NULL);
+	ret = setup_ring(r);
+	if (ret < 0)
+		goto out_fds;
+	if ((ret = add_fd(r, r->wake_fd, EV_WAKE)) || (ret = add_fd(r, r->ring_efd, EV_RING)) ||
+	    (ret = add_fd(r, r->timer_fd, EV_TIMER)))
+		goto out_ring;
+	ret = -pthread_create(&r->thread, NULL, reactor_main, r);
+	if (ret)
+		goto out_ring;
+	return 0;
+
+out_ring:
+	io_uring_queue_exit(&r->ring);
+out_fds:
+	if (ret == 0)
+		ret = -EIO;
+	rb_err("reactor %d: setup failed: %s", id, strerror(-ret));
+	close(r->epfd);
+	close(r->wake_fd);
+	close(r->ring_efd);
+	close(r->timer_fd);
+	rb_bufpool_fini(&r->incap);
+out_pool:
+	rb_bufpool_fini(&r->pool);
+	return ret;
+}
+
+void tgt_reactor_stop(struct tgt_reactor *r)
+{
+	uint64_t one = 1;
+
+	atomic_store(&r->stopping, true);
+	if (write(r->wake_fd, &one, sizeof(one)) < 0)
+		rb_err("reactor %d: wake: %s", r->id, strerror(errno));
+}
+
+void tgt_reactor_join(struct tgt_reactor *r)
+{
+	pthread_join(r->thread, NULL);
+	for (int i = 0; i < r->nr_cqctx; i++) {
+		struct tgt_cqctx *cx = &r->cqctx[i];
+
+		cx->ops->cq_destroy(cx->cq);
+		cx->ops->dereg_mr(cx->incap_mr);
+		cx->ops->dereg_mr(cx->pool_mr);
+	}
+	io_uring_queue_exit(&r->ring);
+	close(r->epfd);
+	close(r->wake_fd);
+	close(r->ring_efd);
+	close(r->timer_fd);
+	rb_bufpool_fini(&r->incap);
+	rb_bufpool_fini(&r->pool);
+	pthread_mutex_destroy(&r->inbox_lock);
+}

@@ -1,0 +1,497 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Command processing on the target: the state machine of enum
+ * tgt_req_state, driven by receive, transfer and io_uring completions.
+ * Resource shortages park a request on one pending queue per resource
+ * (data buffers and SQ space per reactor, RDMA READ slots per queue).
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+#include "checked.h"
+#include "log.h"
+#include "target.h"
+
+#define POOL_BUF_INDEX 0
+#define INCAP_BUF_INDEX 1
+
+static void enqueue(struct tgt_req ***tail, struct tgt_req *req)
+{
+	req->next = NULL;
+	**tail = req;
+	*tail = &req->next;
+}
+
+static struct tgt_req *dequeue(struct tgt_req **head, struct tgt_req ***tail)
+{
+	struct tgt_req *req = *head;
+
+	if (req) {
+		*head = req->next;
+		if (!*head)
+			*tail = head;
+		req->next = NULL;
+	}
+	return req;
+}
+
+static void req_free(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+
+	assert(req->wr_pending == 0);
+	if (req->buf && req->buf_from_pool)
+		rb_bufpool_put(&q->r->pool, req->buf);
+	req->buf = NULL;
+	req->buf_from_pool = false;
+	tgt_req_release_recv(req);
+	req->state = REQ_FREE;
+	req->next = q->free_reqs;
+	q->free_reqs = req;
+	if (q->dead)
+		tgt_queue_maybe_destroy(q);
+}
+
+/* Give the receive slot back to the transport (repost), once its data is used. */
+void tgt_req_release_recv(struct tgt_req *req)
+{
+	struct tgt_recv *rv = req->recv;
+
+	if (!rv)
+		return;
+	req->recv = NULL;
+	if (!req->q->dead)
+		tgt_queue_post_recv(req->q, rv);
+}
+
+static void wr_done_common(struct tgt_req *req, struct rb_wc *wc, const char *what)
+{
+	struct tgt_queue *q = req->q;
+
+	req->wr_pending--;
+	q->wr_outstanding--;
+	if (wc->status != RB_WC_SUCCESS) {
+		if (wc->status != RB_WC_FLUSH_ERR)
+			rb_err("queue %u (peer %s, qp %u): %s for %s cid %u failed: status %d",
+			       q->qid, q->peer, q->qpn, what, rb_opcode_name(req->cmd.opcode),
+			       rb_from_le16(req->cmd.cid), wc->status);
+		tgt_queue_fail(q, "work request error");
+	}
+}
+
+static void send_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct tgt_req *req = rb_container_of(wc->cqe, struct tgt_req, send_cqe);
+	struct tgt_queue *q = req->q;
+
+	wr_done_common(req, wc, "response send");
+	if (req->wr_pending)
+		return;
+	if (q->disconnect_requested && !q->dead)
+		tgt_queue_fail(q, "host sent DISCONNECT");
+	req_free(req);
+}
+
+static void write_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct tgt_req *req = rb_container_of(wc->cqe, struct tgt_req, write_cqe);
+
+	wr_done_common(req, wc, "RDMA WRITE to host");
+	if (!req->wr_pending)
+		req_free(req);
+}
+
+static void read_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct tgt_req *req = rb_container_of(wc->cqe, struct tgt_req, read_cqe);
+	struct tgt_queue *q = req->q;
+	struct tgt_req *next;
+
+	q->reads_inflight--;
+	wr_done_common(req, wc, "RDMA READ from host");
+	/* A freed READ slot lets the next waiting request go. */
+	next = dequeue(&q->pending_read, &q->pending_read_tail);
+	if (next)
+		tgt_req_process(next);
+	if (q->dead) {
+		req_free(req);
+		return;
+	}
+	req->state = REQ_READY_TO_EXECUTE;
+	tgt_req_process(req);
+}
+
+/* Post the response (after an RDMA WRITE of read data, if any: RC keeps order). */
+void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result)
+{
+	struct tgt_queue *q = req->q;
+	const struct rb_transport_ops *ops = q->cx->ops;
+	struct rb_sge sg;
+	int ret;
+
+	req->status = status;
+	req->result = result;
+	req->state = REQ_COMPLETING;
+	/* The receive's in-capsule data is no longer needed: repost it now so
+	 * the host's next command, sent as soon as it sees this response, has
+	 * a receive waiting. */
+	tgt_req_release_recv(req);
+	if (q->dead) {
+		req_free(req);
+		return;
+	}
+	req->rsp->cid = req->cmd.cid;
+	req->rsp->status = rb_le16(status);
+	req->rsp->rsvd = 0;
+	req->rsp->result = rb_le64(result);
+	sg = (struct rb_sge){ .addr = req->rsp, .length = RB_RESPONSE_SIZE,
+			      .lkey = q->rsp_mr->lkey };
+	ret = ops->post_send(q->conn, &req->send_cqe, &sg, 1);
+	if (ret) {
+		rb_err("queue %u (peer %s, qp %u): post response: %s", q->qid, q->peer, q->qpn,
+		       strerror(-ret));
+		tgt_queue_fail(q, "post send failed");
+		if (!req->wr_pending)
+			req_free(req);
+		return;
+	}
+	req->wr_pending++;
+	q->wr_outstanding++;
+}
+
+static void transfer_to_host(struct tgt_req *req, uint32_t buf_off, uint32_t len, uint64_t addr,
+			     uint32_t key)
+{
+	struct tgt_queue *q = req->q;
+	struct rb_sge sg = { .addr = (char *)req->buf + buf_off, .length = len,
+			     .lkey = q->cx->pool_mr->lkey };
+	int ret;
+
+	ret = q->cx->ops->post_write(q->conn, &req->write_cqe, &sg, 1, addr, key);
+	if (ret) {
+		rb_err("queue %u (peer %s, qp %u): post RDMA WRITE: %s", q->qid, q->peer, q->qpn,
+		       strerror(-ret));
+		tgt_req_complete(req, RB_S_TRANSFER_ERROR, 0);
+		return;
+	}
+	req->wr_pending++;
+	q->wr_outstanding++;
+}
+
+/* Send the response for an executed command, with read data first. */
+static void finish_executed(struct tgt_req *req)
+{
+	const struct rb_capsule *c = &req->cmd;
+
+	if (req->status == RB_S_SUCCESS && c->opcode == RB_OP_READ)
+		transfer_to_host(req, 0, rb_from_le32(c->length), rb_from_le64(c->sgl.addr),
+				 rb_from_le32(c->sgl.key));
+	tgt_req_complete(req, req->status, req->result);
+}
+
+/* Admin handlers that produce data call this to WRITE it, then respond. */
+void tgt_req_reply_data(struct tgt_req *req, uint32_t buf_off, uint32_t len, uint16_t status,
+			uint64_t result)
+{
+	uint64_t addr = rb_from_le64(req->cmd.sgl.addr) + buf_off;
+
+	if (status == RB_S_SUCCESS && len)
+		transfer_to_host(req, buf_off, len, addr, rb_from_le32(req->cmd.sgl.key));
+	tgt_req_complete(req, status, result);
+}
+
+static void count_op(struct tgt_export *e, const struct rb_capsule *c, int res)
+{
+	struct tgt_export_stats *s = &e->stats;
+
+	if (res < 0) {
+		atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+		return;
+	}
+	switch (c->opcode) {
+	case RB_OP_READ: atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed); break;
+	case RB_OP_WRITE:
+		atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
+		if (c->flags & RB_CMD_F_FUA)
+			atomic_fetch_add_explicit(&s->fua_writes, 1, memory_order_relaxed);
+		break;
+	case RB_OP_FLUSH: atomic_fetch_add_explicit(&s->flushes, 1, memory_order_relaxed); break;
+	case RB_OP_DISCARD:
+		atomic_fetch_add_explicit(&s->discards, 1, memory_order_relaxed);
+		break;
+	case RB_OP_WRITE_ZEROES:
+		atomic_fetch_add_explicit(&s->write_zeroes, 1, memory_order_relaxed);
+		break;
+	}
+}
+
+void tgt_req_io_done(struct tgt_req *req, int res)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_export *e = q->session->export;
+	const struct rb_capsule *c = &req->cmd;
+	uint32_t len = rb_from_le32(c->length);
+
+	assert(req->state == REQ_EXECUTING);
+	q->io_inflight--;
+	/* A file system without ZERO_RANGE: remember and retry with PUNCH_HOLE. */
+	if (res == -EOPNOTSUPP && c->opcode == RB_OP_WRITE_ZEROES &&
+	    !atomic_exchange(&e->zero_range_unsupported, true)) {
+		rb_warn("export %s: no FALLOC_FL_ZERO_RANGE; using PUNCH_HOLE for write-zeroes",
+			e->conf->name);
+		req->state = REQ_READY_TO_EXECUTE;
+		tgt_req_process(req);
+		return;
+	}
+	/* FUA write-zeroes: the zeroing is done; now make it durable. */
+	if (res >= 0 && c->opcode == RB_OP_WRITE_ZEROES && (c->flags & RB_CMD_F_FUA) &&
+	    !req->fua_sync) {
+		req->fua_sync = true;
+		req->state = REQ_READY_TO_EXECUTE;
+		tgt_req_process(req);
+		return;
+	}
+	count_op(e, c, res);
+	req->state = REQ_EXECUTED;
+	if (res < 0) {
+		rb_err("export %s: %s offset %llu length %u (peer %s, queue %u): %s",
+		       e->conf->name, rb_opcode_name(c->opcode),
+		       (unsigned long long)rb_from_le64(c->offset), len, q->peer, q->qid,
+		       strerror(-res));
+		req->status = rb_errno_status(res);
+		if (req->status == RB_S_INVALID_FIELD)
+			req->status = RB_S_IO_ERROR;
+	} else if ((c->opcode == RB_OP_READ || c->opcode == RB_OP_WRITE) &&
+		   (uint32_t)res != len) {
+		/* Short transfer inside a validated range: the backing store shrank. */
+		rb_err("export %s: short %s at %llu: %d of %u bytes", e->conf->name,
+		       rb_opcode_name(c->opcode), (unsigned long long)rb_from_le64(c->offset),
+		       res, len);
+		req->status = RB_S_IO_ERROR;
+	} else {
+		req->status = RB_S_SUCCESS;
+	}
+	req->result = 0;
+	if (q->dead) {
+		req_free(req);
+		return;
+	}
+	finish_executed(req);
+}
+
+static void execute(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_reactor *r = q->r;
+	struct tgt_export *e;
+	const struct rb_capsule *c = &req->cmd;
+	struct io_uring_sqe *sqe;
+	uint64_t off = rb_from_le64(c->offset);
+	uint32_t len = rb_from_le32(c->length);
+	int idx;
+
+	if (q->qid == 0) {
+		tgt_admin_execute(req);
+		return;
+	}
+	e = q->session->export;
+	sqe = tgt_reactor_get_sqe(r);
+	if (!sqe) {
+		enqueue(&r->pending_exec_tail, req);
+		return;
+	}
+	idx = req->buf_from_pool ? POOL_BUF_INDEX : INCAP_BUF_INDEX;
+	switch (c->opcode) {
+	case RB_OP_READ: e->ops->prep_read(e, sqe, req->buf, len, off, idx); break;
+	case RB_OP_WRITE:
+		e->ops->prep_write(e, sqe, req->buf, len, off, idx, c->flags & RB_CMD_F_FUA);
+		break;
+	case RB_OP_FLUSH: e->ops->prep_flush(e, sqe); break;
+	case RB_OP_DISCARD: e->ops->prep_discard(e, sqe, off, len); break;
+	case RB_OP_WRITE_ZEROES:
+		if (req->fua_sync)
+			e->ops->prep_flush(e, sqe);
+		else
+			e->ops->prep_write_zeroes(e, sqe, off, len);
+		break;
+	default: assert(!"validated opcode");
+	}
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | TGT_UD_REQ);
+	req->state = REQ_EXECUTING;
+	q->io_inflight++;
+}
+
+static bool needs_pool_buffer(const struct rb_capsule *c)
+{
+	return c->sgl.type == RB_SGL_KEYED;
+}
+
+static void post_read_from_host(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	const struct rb_capsule *c = &req->cmd;
+	struct rb_sge sg = { .addr = req->buf, .length = rb_from_le32(c->sgl.length),
+			     .lkey = q->cx->pool_mr->lkey };
+	int ret;
+
+	if (q->reads_inflight >= q->max_rd) {
+		req->state = REQ_NEED_READ_SLOT;
+		enqueue(&q->pending_read_tail, req);
+		return;
+	}
+	ret = q->cx->ops->post_read(q->conn, &req->read_cqe, &sg, 1, rb_from_le64(c->sgl.addr),
+				    rb_from_le32(c->sgl.key));
+	if (ret) {
+		rb_err("queue %u (peer %s, qp %u): post RDMA READ: %s", q->qid, q->peer, q->qpn,
+		       strerror(-ret));
+		tgt_req_complete(req, RB_S_TRANSFER_ERROR, 0);
+		return;
+	}
+	req->state = REQ_TRANSFER_FROM_HOST;
+	req->wr_pending++;
+	q->wr_outstanding++;
+	q->reads_inflight++;
+}
+
+/* Advance a request as far as its resources allow. */
+void tgt_req_process(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_reactor *r = q->r;
+	const struct rb_capsule *c = &req->cmd;
+
+	switch (req->state) {
+	case REQ_NEW:
+		if (!needs_pool_buffer(c)) {
+			req->state = REQ_READY_TO_EXECUTE;
+			tgt_req_process(req);
+			return;
+		}
+		req->state = REQ_NEED_BUFFER;
+		/* fall through */
+	case REQ_NEED_BUFFER:
+		req->buf = rb_bufpool_get(&r->pool);
+		if (!req->buf) {
+			enqueue(&r->pending_buf_tail, req);
+			return;
+		}
+		req->buf_from_pool = true;
+		/* Keyed WRITE and admin commands with host data: fetch it first. */
+		if (c->opcode == RB_OP_WRITE || c->opcode == RB_OP_CONNECT) {
+			post_read_from_host(req);
+			return;
+		}
+		req->state = REQ_READY_TO_EXECUTE;
+		execute(req);
+		return;
+	case REQ_NEED_READ_SLOT:
+		post_read_from_host(req);
+		return;
+	case REQ_READY_TO_EXECUTE:
+		execute(req);
+		return;
+	default:
+		assert(!"request in a state that waits for a completion");
+	}
+}
+
+void tgt_reactor_kick_pending(struct tgt_reactor *r)
+{
+	struct tgt_req *req;
+
+	while (r->pending_buf && r->pool.nfree) {
+		req = dequeue(&r->pending_buf, &r->pending_buf_tail);
+		tgt_req_process(req);
+	}
+	while (r->pending_exec && io_uring_sq_space_left(&r->ring)) {
+		req = dequeue(&r->pending_exec, &r->pending_exec_tail);
+		tgt_req_process(req);
+	}
+}
+
+static void validate_ctx(const struct tgt_queue *q, uint32_t byte_len,
+			 struct rb_validate_ctx *ctx)
+{
+	const struct rb_target_conf *conf = &q->r->t->conf;
+	const struct tgt_export *e = q->session ? q->session->export : NULL;
+
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->admin = q->qid == 0;
+	ctx->incapsule = q->incapsule;
+	ctx->received = byte_len - RB_CAPSULE_SIZE;
+	ctx->max_transfer = conf->max_transfer;
+	if (e && !ctx->admin) {
+		ctx->handle = e->handle;
+		ctx->size = e->size;
+		ctx->block_size = e->block_size;
+		ctx->export_flags = e->flags;
+	}
+}
+
+/* A capsule arrived in receive slot rv: the one entry point for host input. */
+void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
+{
+	struct rb_validate_ctx ctx;
+	struct rb_validate_err err;
+	struct tgt_req *req;
+	enum rb_status st;
+
+	if (byte_len < RB_CAPSULE_SIZE) {
+		rb_err("queue %u (peer %s, qp %u): truncated capsule of %u bytes; closing", q->qid,
+		       q->peer, q->qpn, byte_len);
+		tgt_queue_fail(q, "protocol violation");
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	req = q->free_reqs;
+	if (!req) {
+		/* More commands than credits: the host ignored the queue depth. */
+		rb_err("queue %u (peer %s, qp %u): more than %u outstanding commands; closing",
+		       q->qid, q->peer, q->qpn, q->depth);
+		tgt_queue_fail(q, "protocol violation");
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	q->free_reqs = req->next;
+	req->next = NULL;
+	req->cmd = *rv->capsule;
+	req->recv = rv;
+	req->state = REQ_NEW;
+	req->status = RB_S_SUCCESS;
+	req->result = 0;
+	req->buf = NULL;
+	req->buf_from_pool = false;
+	req->fua_sync = false;
+	req->send_cqe.done = send_done;
+	req->read_cqe.done = read_done;
+	req->write_cqe.done = write_done;
+	q->last_cmd_ns = tgt_now_ns();
+
+	if (atomic_load(&q->r->stopping)) {
+		tgt_req_complete(req, RB_S_ABORTED, 0);
+		return;
+	}
+	if (q->qid && !q->session) {
+		tgt_req_complete(req, RB_S_INVALID_QUEUE, 0);
+		return;
+	}
+	validate_ctx(q, byte_len, &ctx);
+	st = rb_validate_capsule(&req->cmd, &ctx, &err);
+	if (st != RB_S_SUCCESS) {
+		rb_warn("queue %u (peer %s, qp %u): %s cid %u rejected: %s (field %s = %llu)",
+			q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
+			rb_from_le16(req->cmd.cid), rb_status_name(st), err.field,
+			(unsigned long long)err.value);
+		tgt_req_complete(req, st, 0);
+		return;
+	}
+	if (req->cmd.sgl.type == RB_SGL_INCAPSULE) {
+		req->buf = rv->incap; /* recv stays held until the write executes */
+	} else {
+		tgt_req_release_recv(req);
+	}
+	tgt_req_process(req);
+}

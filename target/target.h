@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* rdmablk-target internals. */
+#ifndef RB_TARGET_H
+#define RB_TARGET_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bufpool.h"
+#include "conf.h"
+#include "transport.h"
+#include "wire.h"
+
+struct tgt_backend_ops;
+struct tgt_reactor;
+struct tgt_queue;
+
+/* Counters a test or operator can read (dumped at exit and on SIGUSR1). */
+struct tgt_export_stats {
+	atomic_uint_fast64_t reads, writes, flushes, fua_writes, discards, write_zeroes, errors;
+};
+
+struct tgt_export {
+	const struct rb_export_conf *conf;
+	const struct tgt_backend_ops *ops;
+	int fd;
+	uint64_t size;
+	uint32_t block_size;
+	uint32_t phys_block_size;
+	uint32_t flags; /* RB_EXP_* */
+	uint32_t handle; /* index + 1 */
+	bool direct; /* O_DIRECT in effect */
+	atomic_bool zero_range_unsupported; /* fall back to punch hole */
+	struct tgt_export_stats stats;
+};
+
+/* One export backend per kind of backing store (nbdkit struct backend). */
+struct tgt_backend_ops {
+	const char *name;
+	/* Fill size/block sizes/flags from the open fd. */
+	int (*probe)(struct tgt_export *e);
+	/* Prepare one SQE for the operation; buf is in registered buffer idx. */
+	void (*prep_read)(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
+			  uint64_t off, int buf_index);
+	void (*prep_write)(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
+			   uint32_t len, uint64_t off, int buf_index, bool fua);
+	void (*prep_flush)(struct tgt_export *e, struct io_uring_sqe *sqe);
+	void (*prep_discard)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
+			     uint64_t len);
+	void (*prep_write_zeroes)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
+				  uint64_t len);
+};
+
+extern const struct tgt_backend_ops tgt_backend_file;
+extern const struct tgt_backend_ops tgt_backend_blockdev;
+
+int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle);
+void tgt_export_close(struct tgt_export *e);
+void tgt_export_dump_stats(const struct tgt_export *e);
+
+/* A host's association: created by CONNECT on an admin queue. */
+struct tgt_session {
+	uint64_t id;
+	struct tgt_export *export; /* NULL for a discovery session */
+	char hostid[RB_HOSTID_MAX];
+	uint16_t nr_io_queues;
+	uint16_t queue_depth;
+	uint32_t kato_ms;
+	atomic_bool dead; /* admin queue gone: I/O queues must go too */
+	atomic_uint refs;
+	uint64_t connected_qids[1024 / 64]; /* bitmap of I/O queues; under the table lock */
+	struct tgt_session *next;
+};
+
+struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid, uint16_t nq,
+				       uint16_t depth, uint32_t kato_ms);
+/* Look up by id and bind qid; NULL with *reason set on failure. */
+struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason);
+void tgt_session_unbind(struct tgt_session *s, uint16_t qid);
+void tgt_session_put(struct tgt_session *s);
+void tgt_session_kill(struct tgt_session *s);
+
+/*
+ * Life cycle of one command on the target (SPDK nvmf_rdma_request_process).
+ */
+enum tgt_req_state {
+	REQ_FREE, /* on the queue's free list */
+	REQ_NEW, /* capsule copied in, not yet validated */
+	REQ_NEED_BUFFER, /* waiting on reactor->pending_buf for a data buffer */
+	REQ_NEED_READ_SLOT, /* waiting on queue->pending_read (max_rd_atomic) */
+	REQ_TRANSFER_FROM_HOST, /* RDMA READ of write data (or CONNECT params) posted */
+	REQ_READY_TO_EXECUTE, /* data local; waiting on reactor->pending_exec for SQ space */
+	REQ_EXECUTING, /* SQE submitted to io_uring */
+	REQ_EXECUTED, /* backend done; status known */
+	REQ_COMPLETING, /* (RDMA WRITE +) response SEND posted; waiting completions */
+};
+
+struct tgt_recv {
+	struct rb_cqe cqe;
+	struct tgt_queue *q;
+	struct rb_capsule *capsule; /* slot in queue's capsule region */
+	void *incap; /* in-capsule data buffer (reactor's incap pool) */
+	bool posted;
+};
+
+struct tgt_req {
+	struct rb_cqe send_cqe; /* response SEND */
+	struct rb_cqe read_cqe; /* RDMA READ from host */
+	struct rb_cqe write_cqe; /* RDMA WRITE to host */
+	struct tgt_queue *q;
+	enum tgt_req_state state;
+	struct rb_capsule cmd; /* copy: the recv slot is reposted early */
+	struct tgt_recv *recv; /* held only while its in-capsule data is used */
+	struct rb_response *rsp; /* slot in queue's response region */
+	void *buf; /* data buffer from reactor pool, or in-capsule data */
+	bool buf_from_pool;
+	int wr_pending; /* posted WRs not yet completed */
+	uint16_t status;
+	uint64_t result;
+	bool fua_sync; /* FUA write-zeroes: datasync step issued */
+	struct tgt_req *next; /* free list / pending queues */
+};
+
+/* Per reactor and transport domain: CQ plus the pools' registrations. */
+struct tgt_cqctx {
+	const struct rb_transport_ops *ops;
+	struct rb_domain *domain;
+	struct rb_cq *cq;
+	struct rb_mr *pool_mr;
+	struct rb_mr *incap_mr;
+};
+
+struct tgt_queue {
+	struct tgt_reactor *r;
+	struct tgt_cqctx *cx;
+	struct rb_conn *conn;
+	struct tgt_session *session; /* NULL until CONNECT on admin */
+	char peer[128];
+	uint32_t qpn;
+	uint16_t qid;
+	uint16_t depth;
+	uint32_t incapsule;
+	uint32_t max_rd; /* RDMA READs we may have outstanding */
+	uint32_t reads_inflight;
+	int wr_outstanding; /* posted, not completed, all kinds */
+	int io_inflight; /* SQEs outstanding */
+	bool dead;
+	bool disconnect_requested; /* DISCONNECT: close after response */
+	uint64_t last_cmd_ns; /* keep-alive accounting (admin) */
+	struct tgt_recv *recvs;
+	struct tgt_req *reqs;
+	struct tgt_req *free_reqs;
+	struct tgt_req *pending_read, **pending_read_tail;
+	struct rb_capsule *capsules; /* depth slots */
+	struct rb_response *rsps; /* depth slots */
+	struct rb_mr *capsule_mr, *rsp_mr;
+	struct tgt_queue *next; /* reactor's list */
+};
+
+/* A connection request handed from the acceptor to a reactor. */
+struct tgt_conn_msg {
+	const struct rb_transport_ops *ops;
+	struct rb_conn *conn;
+	struct rb_cm_req req;
+	struct tgt_conn_msg *next;
+};
+
+struct tgt_reactor {
+	int id;
+	pthread_t thread;
+	struct tgt_target *t;
+	int epfd;
+	int wake_fd; /* eventfd: inbox / stop */
+	int ring_efd; /* eventfd registered with the ring */
+	int timer_fd;
+	struct io_uring ring;
+	unsigned int sq_pending; /* SQEs prepared, not submitted */
+	struct rb_bufpool pool; /* max_transfer buffers: fixed buffer 0 */
+	struct rb_bufpool incap; /* in-capsule buffers: fixed buffer 1 */
+	struct tgt_cqctx cqctx[8];
+	int nr_cqctx;
+	struct tgt_queue *queues;
+	struct tgt_req *pending_buf, **pending_buf_tail;
+	struct tgt_req *pending_exec, **pending_exec_tail;
+	pthread_mutex_t inbox_lock;
+	struct tgt_conn_msg *inbox;
+	atomic_bool stopping;
+	bool busy_poll;
+};
+
+struct tgt_target {
+	struct rb_target_conf conf;
+	struct tgt_export *exports;
+	int nr_exports;
+	struct tgt_reactor *reactors;
+	int nr_reactors;
+	atomic_bool draining;
+};
+
+/* reactor.c */
+int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id);
+void tgt_reactor_post_conn(struct tgt_reactor *r, struct tgt_conn_msg *m);
+void tgt_reactor_stop(struct tgt_reactor *r);
+void tgt_reactor_join(struct tgt_reactor *r);
+struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r);
+uint64_t tgt_now_ns(void);
+
+/* queue.c */
+int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m);
+void tgt_queue_fail(struct tgt_queue *q, const char *why);
+void tgt_queue_maybe_destroy(struct tgt_queue *q);
+int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv);
+/* Stopping: refuse new commands, close idle queues; force closes all. */
+void tgt_queue_drain(struct tgt_reactor *r, bool force);
+
+/* request.c */
+void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
+void tgt_req_process(struct tgt_req *req);
+void tgt_req_io_done(struct tgt_req *req, int res);
+void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result);
+void tgt_reactor_kick_pending(struct tgt_reactor *r);
+void tgt_req_release_recv(struct tgt_req *req);
+/* RDMA WRITE len bytes at buf+buf_off to the host's sgl.addr+buf_off, then respond. */
+void tgt_req_reply_data(struct tgt_req *req, uint32_t buf_off, uint32_t len, uint16_t status,
+			uint64_t result);
+
+/* admin.c */
+/* Handle an admin command whose data (if any) is local; ends in tgt_req_complete. */
+void tgt_admin_execute(struct tgt_req *req);
+void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns);
+
+/* io_uring user_data: request pointer with a kind tag in the low bits. */
+#define TGT_UD_KIND_BITS 3
+#define TGT_UD_REQ 1u
+_Static_assert(_Alignof(struct tgt_req) >= (1 << TGT_UD_KIND_BITS), "tag bits fit");
+
+#endif
