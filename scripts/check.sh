@@ -1,0 +1,68 @@
+#!/bin/bash
+# The full test suite, as CI runs it: install dependencies, build with
+# warnings fatal, `make check` (unit, end-to-end over tcp, and the VM suite
+# on real kernel NBD/ublk/Soft-RoCE), the same under ASan+UBSan, a short
+# run of every fuzzer, and `make distcheck`.
+#   scripts/check.sh            everything
+#   SKIP_ASAN=1 / SKIP_FUZZ=1 / SKIP_DISTCHECK=1 to leave a stage out locally
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+cd "$src"
+jobs=$(nproc)
+t0=$(date +%s)
+stage() { echo "=== $* ($(($(date +%s) - t0))s)"; }
+
+stage deps
+scripts/deps.sh
+stage autogen
+./autogen.sh >/dev/null
+
+run_check() {
+	local dir=$1
+	shift
+	stage "build $dir ($*)"
+	rm -rf "$dir"
+	scripts/build.sh "$dir" --enable-werror "$@" >"$dir.build.log" 2>&1 ||
+		{ tail -50 "$dir.build.log"; exit 1; }
+	stage "make check in $dir"
+	if ! make -C "$dir" -j"$jobs" check; then
+		find "$dir/tests" -name '*.log' -newer "$dir.build.log" -print0 |
+			xargs -0 grep -l -E '^(FAIL|ERROR)' 2>/dev/null | while read -r l; do
+			echo "---- $l"
+			tail -60 "$l"
+		done
+		cat "$dir/test-suite.log" | head -200
+		exit 1
+	fi
+}
+
+run_check build
+[ "${SKIP_ASAN:-0}" = 1 ] || run_check build-asan --enable-sanitizers
+
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+	stage "fuzzers"
+	rm -rf build-fuzz
+	scripts/build.sh build-fuzz --enable-fuzzing CC=clang-14 >build-fuzz.build.log 2>&1 ||
+		{ tail -50 build-fuzz.build.log; exit 1; }
+	for f in build-fuzz/fuzz/fuzz-*; do
+		[ -x "$f" ] || continue
+		name=$(basename "$f")
+		corpus="build-fuzz/corpus-$name"
+		mkdir -p "$corpus"
+		[ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name/." "$corpus/"
+		echo "fuzzing $name for ${FUZZ_SECONDS:-30}s"
+		"$f" -max_total_time="${FUZZ_SECONDS:-30}" -print_final_stats=0 "$corpus" \
+			>"build-fuzz/$name.log" 2>&1 || { tail -40 "build-fuzz/$name.log"; exit 1; }
+		tail -1 "build-fuzz/$name.log"
+	done
+fi
+
+if [ "${SKIP_DISTCHECK:-0}" != 1 ]; then
+	stage "distcheck"
+	# The tarball's own check runs the unit tests; the end-to-end and VM
+	# suites ran above on this very tree.
+	make -C build distcheck TESTS='$(UNIT_TESTS)' >build/distcheck.log 2>&1 ||
+		{ tail -60 build/distcheck.log; exit 1; }
+	grep -E "archives ready|\.tar\.gz" build/distcheck.log | head -3
+fi
+stage "all checks passed"

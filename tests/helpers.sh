@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: MIT
+# Shared helpers for the shell tests: source it, then use the functions.
+#   requires CMD...      skip (exit 77) with the reason when a tool is missing;
+#                        under CI=true a missing tool is a failure instead
+#   fail MSG / note MSG
+#   start_target CONF    rdmablk-target in the background, pidfile, waits ready
+#   start_initiator ...  rdmablk-initiator in the background, waits for socket
+#   stop_pidfile F       SIGTERM, wait (bounded), SIGKILL if it will not die
+# Every daemon started here is stopped by the EXIT trap.
+
+set -eu
+
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+TARGET_BIN=${TARGET_BIN:-$top_builddir/target/rdmablk-target}
+INITIATOR_BIN=${INITIATOR_BIN:-$top_builddir/initiator/rdmablk-initiator}
+TEST_NAME=$(basename "$0" .sh)
+
+fail() {
+	echo "FAIL: $TEST_NAME: $*" >&2
+	exit 1
+}
+
+note() {
+	echo "# $*"
+}
+
+skip() {
+	if [ "${CI:-}" = true ]; then
+		echo "FAIL (skip not allowed in CI): $TEST_NAME: $*" >&2
+		exit 1
+	fi
+	echo "SKIP: $TEST_NAME: $*"
+	exit 77
+}
+
+requires() {
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "requires $c (not installed)"
+	done
+}
+
+# Scratch directory; removed at exit unless KEEP_TEST_DIR=1.
+T=$(mktemp -d "${TMPDIR:-/tmp}/rdmablk-$TEST_NAME.XXXXXX")
+_pidfiles=""
+
+cleanup() {
+	local rc=$?
+	for p in $_pidfiles; do
+		stop_pidfile "$p" || true
+	done
+	if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+		for l in "$T"/*.log; do
+			[ -f "$l" ] || continue
+			echo "---- $l (last 40 lines)"
+			tail -n 40 "$l"
+		done
+	fi
+	[ "${KEEP_TEST_DIR:-0}" = 1 ] || rm -rf "$T"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A TCP port on 127.0.0.1 that is free right now.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_until SECONDS CMD...: poll CMD every 0.1 s.
+wait_until() {
+	local limit=$1
+	shift
+	local end=$(($(date +%s) + limit))
+	until "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
+
+pid_alive() {
+	[ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+# stop_pidfile FILE [SECONDS]: SIGTERM, then SIGKILL after the grace time.
+stop_pidfile() {
+	local f=$1 grace=${2:-10} pid
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		if ! wait_until "$grace" sh -c "! kill -0 $pid 2>/dev/null"; then
+			echo "# $f: pid $pid ignored SIGTERM for ${grace}s; killing" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	wait "$pid" 2>/dev/null || true
+	rm -f "$f"
+}
+
+# Exit status of a daemon stopped with stop_pidfile is lost; this keeps it.
+# stop_and_status FILE: echo the exit code of the process.
+stop_and_status() {
+	local f=$1 pid rc=0
+	pid=$(cat "$f")
+	kill -TERM "$pid"
+	wait "$pid" || rc=$?
+	rm -f "$f"
+	echo "$rc"
+}
+
+# write_target_conf FILE PORT EXPORT PATH [extra export lines...]
+write_target_conf() {
+	local f=$1 port=$2 name=$3 path=$4
+	shift 4
+	{
+		echo "[target]"
+		echo "listen = tcp://127.0.0.1:$port"
+		echo "threads = ${TARGET_THREADS:-2}"
+		echo "log-level = ${TARGET_LOG_LEVEL:-info}"
+		echo
+		echo "[export $name]"
+		echo "path = $path"
+		for l in "$@"; do echo "$l"; done
+	} >"$f"
+}
+
+# start_target CONF [NAME]: pidfile $T/NAME.pid, log $T/NAME.log.
+start_target() {
+	local conf=$1 name=${2:-target}
+	"$TARGET_BIN" --config "$conf" --pidfile "$T/$name.pid" >"$T/$name.log" 2>&1 &
+	echo $! >"$T/$name.pid.launch"
+	_pidfiles="$_pidfiles $T/$name.pid"
+	if ! wait_until 20 grep -q "ready:" "$T/$name.log"; then
+		cat "$T/$name.log" >&2
+		fail "target $name did not become ready"
+	fi
+}
+
+# start_initiator NAME ARGS...: runs in the background; waits for its NBD
+# Unix socket $T/NAME.sock (passed as --nbd-socket) to appear.
+start_initiator() {
+	local name=$1
+	shift
+	"$INITIATOR_BIN" "$@" --nbd-socket "$T/$name.sock" >"$T/$name.log" 2>&1 &
+	echo $! >"$T/$name.pid"
+	_pidfiles="$_pidfiles $T/$name.pid"
+	if ! wait_until 20 test -S "$T/$name.sock"; then
+		cat "$T/$name.log" >&2
+		fail "initiator $name did not start serving NBD"
+	fi
+}
+
+nbd_uri() {
+	echo "nbd+unix:///$2?socket=$T/$1.sock"
+}
