@@ -69,6 +69,11 @@ struct rb_initiator_conf {
 	struct rb_attach_conf *attach; /* malloc'd array */
 };
 
+/*
+ * Without any listen key the target listens on tcp://0.0.0.0:RB_DEFAULT_PORT.
+ * The loaders initialize *c themselves (previous contents are not freed) and
+ * on error leave it freed and initialized; free it after a successful load.
+ */
 void rb_target_conf_init(struct rb_target_conf *c);
 void rb_target_conf_free(struct rb_target_conf *c);
 /* 0 or -errno; on error errbuf holds "FILE:LINE: reason". */
@@ -92,7 +97,10 @@ int rb_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
 /* "tcp://HOST:PORT" or "rdma://[v6]:PORT" listen address. */
 int rb_parse_listen(const char *s, struct rb_listen_addr *out);
 
-/* Host id default: "rdmablk:uuid:<machine-id as 8-4-4-4-12>". */
+/* Host id default: "rdmablk:uuid:<machine-id as 8-4-4-4-12>".  0 or -errno,
+ * logged (missing file, not 32 hex digits, buffer too small). */
 int rb_default_hostid(char *buf, size_t len);
+/* The same from another machine-id file (tests). */
+int rb_hostid_from_file(const char *path, char *buf, size_t len);
 
 #endif
