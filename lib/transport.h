@@ -172,6 +172,9 @@ struct rb_transport_ops {
 	/* Free; only once all its WRs have completed (or it never connected). */
 	void (*conn_destroy)(struct rb_conn *c);
 
+	/* Receives may also be posted on a passive-side request before accept
+	 * (so every credit has one before the peer can send: no RNR); if the
+	 * request is rejected instead, they are dropped without completions. */
 	int (*post_recv)(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
 	int (*post_send)(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
 	/* One-sided: copy peer (raddr, rkey) into local sg / local sg to peer. */
@@ -193,7 +196,7 @@ const struct rb_transport_ops *rb_transport_find(const char *name);
 const char *rb_transport_names(void);
 
 extern const struct rb_transport_ops rb_tcp_transport;
-#ifdef HAVE_RDMA_TRANSPORT
+#ifdef HAVE_RDMA
 extern const struct rb_transport_ops rb_rdma_transport;
 #endif
 

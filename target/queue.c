@@ -52,7 +52,8 @@ int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
 	if (ret) {
 		rb_err("queue %u (peer %s, qp %u): post receive: %s", q->qid, q->peer, q->qpn,
 		       strerror(-ret));
-		tgt_queue_fail(q, "post receive failed");
+		if (q->accepted)
+			tgt_queue_fail(q, "post receive failed");
 		return ret;
 	}
 	rv->posted = true;
@@ -224,19 +225,11 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 	if (ret) {
 		rb_err("%s peer %s: accept queue %u failed: %s", m->ops->name, q->peer, qid,
 		       strerror(-ret));
-		/* Receives may be posted: let them flush, then free. */
-		q->next = r->queues;
-		r->queues = q;
-		q->dead = true;
-		if (!q->wr_outstanding) {
-			r->queues = q->next;
-			m->ops->conn_destroy(m->conn);
-			queue_free_mem(q);
-		} else {
-			m->ops->disconnect(m->conn);
-		}
-		goto out_unbind;
+		/* Still a request: rejecting frees it, and receives posted on a
+		 * request are dropped without completions. */
+		goto out_reject;
 	}
+	q->accepted = true;
 	q->qpn = m->ops->conn_qpn(m->conn);
 	q->next = r->queues;
 	r->queues = q;

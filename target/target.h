@@ -147,6 +147,7 @@ struct tgt_queue {
 	uint32_t reads_inflight;
 	int wr_outstanding; /* posted, not completed, all kinds */
 	int io_inflight; /* SQEs outstanding */
+	bool accepted; /* before: a connection request (reject frees it) */
 	bool dead;
 	bool disconnect_requested; /* DISCONNECT: close after response */
 	uint64_t last_cmd_ns; /* keep-alive accounting (admin) */

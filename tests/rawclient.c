@@ -125,14 +125,15 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 	q->rsp = (struct rb_response *)q->mem;
 	q->cap = (struct rb_capsule *)(q->mem + DEPTH * sizeof(struct rb_response));
 	q->data = q->mem + DEPTH * (sizeof(struct rb_response) + CAP_STRIDE);
-	for (int i = 0; i < DEPTH; i++)
-		if ((ret = post_recv(q, i)))
-			return ret;
 	ret = ops->connect(q->conn, cq, &caps, &req, sizeof(req), &back, &back_len);
 	if (ret == -ECONNREFUSED && reason)
 		*reason = back_len >= sizeof(back.rej) ? rb_from_le16(back.rej.reason) : 0xffff;
 	if (ret)
 		return ret;
+	/* The target sends nothing unsolicited: posting now is in time. */
+	for (int i = 0; i < DEPTH; i++)
+		if ((ret = post_recv(q, i)))
+			return ret;
 	q->depth = rb_from_le16(back.rep.depth);
 	q->incapsule = rb_from_le32(back.rep.incapsule);
 	return 0;

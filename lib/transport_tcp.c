@@ -1,0 +1,634 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * "tcp" transport: RDMA RC semantics in software over one TCP stream per
+ * connection.  docs/transport-tcp.md has the same in prose.
+ *
+ * Framing.  Every frame is a 32-byte header (struct tcp_hdr, little
+ * endian) followed by `length` payload bytes:
+ *
+ *   type          payload       fields used
+ *   HELLO         connect priv  addr = magic                  (<= 56 bytes)
+ *   HELLO_ACCEPT  accept priv   addr = magic                  (<= 196 bytes)
+ *   HELLO_REJECT  reject priv   addr = magic                  (<= 148 bytes)
+ *   SEND          message       tag, ack
+ *   WRITE         data          tag, ack, addr, rkey
+ *   READ_REQ      none          tag, ack, addr, rkey, length = bytes wanted
+ *   READ_RESP     data          tag (of the READ_REQ), ack
+ *   NAK           none          tag, ack, status = rb_wc_status for that WR
+ *   ACK           none          ack
+ *
+ * Every frame after the handshake carries `ack`: the number of SEND and
+ * WRITE frames the sender has received and placed so far.  SEND and WRITE
+ * work requests complete on the requester when that count covers them
+ * (like an RC ACK), so a WRITE the peer refuses can still complete with
+ * RB_WC_REM_ACCESS_ERR.  Acks ride on any outgoing frame; a bare ACK is
+ * sent when cq_poll finishes a batch and nothing else carried the count.
+ * READs complete when READ_RESP data has landed in the local sges.
+ *
+ * Data is never staged: sends gather from the caller's sges (sendmsg of up
+ * to IOV_MAX iovecs covering many queued frames), payloads are read with
+ * readv straight into the receive sges / the target region, and a 512-byte
+ * buffer after the payload catches the next headers in the same syscall.
+ *
+ * Errors: an incoming frame that breaks the rules (unknown rkey, missing
+ * access, out of bounds, no receive posted, receive too small) gets a
+ * best-effort NAK, is logged once, and the connection dies; all other
+ * outstanding WRs then complete with RB_WC_FLUSH_ERR, exactly once.
+ *
+ * Event loop contract: cq_fd is an epoll set (level triggered) holding
+ * the connections' sockets and an eventfd that is made readable while
+ * completions are queued.  After cq_poll returned a full batch (n) the
+ * caller polls again before sleeping, and writes posted in between are
+ * batched into that call; otherwise posts write at once.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "checked.h"
+#include "log.h"
+#include "transport_tcp_priv.h"
+
+static pthread_mutex_t g_dom_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tcp_domain *g_dom;
+static uint32_t g_qpn;
+
+uint64_t tcp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t tcp_next_qpn(void)
+{
+	return __atomic_add_fetch(&g_qpn, 1, __ATOMIC_RELAXED);
+}
+
+void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN];
+
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+		/* IPv4 peers of a dual-stack listener read as plain IPv4. */
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+			inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], host, sizeof(host));
+			snprintf(buf, len, "%s:%u", host, ntohs(s6->sin6_port));
+			return;
+		}
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
+	} else if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
+	} else {
+		snprintf(buf, len, "?");
+	}
+}
+
+/* Latency matters more than segment count; RC has no keepalive either. */
+void tcp_sock_opts(int fd, const struct rb_transport_opts *opts)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int one = 1, zero = 0;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		rb_warn("tcp: TCP_NODELAY: %s", strerror(errno));
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &zero, sizeof(zero)) < 0)
+		rb_warn("tcp: SO_KEEPALIVE: %s", strerror(errno));
+	if (!opts || opts->tos < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET6) {
+		if (setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &opts->tos, sizeof(opts->tos)) < 0)
+			rb_warn("tcp: IPV6_TCLASS %d: %s", opts->tos, strerror(errno));
+	} else if (setsockopt(fd, IPPROTO_IP, IP_TOS, &opts->tos, sizeof(opts->tos)) < 0) {
+		rb_warn("tcp: IP_TOS %d: %s", opts->tos, strerror(errno));
+	}
+}
+
+/* ---- domain and memory regions ---------------------------------------- */
+
+/* One software domain per process: conn_create has no domain argument, so
+ * every domain_open/listen/conn_create shares it (like one PD per device). */
+int tcp_dom_get(const struct rb_transport_opts *opts, struct tcp_domain **out)
+{
+	struct tcp_domain *d;
+	int ret = 0;
+
+	pthread_mutex_lock(&g_dom_lock);
+	if (!g_dom) {
+		d = calloc(1, sizeof(*d));
+		if (!d) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+		ret = -pthread_rwlock_init(&d->lock, NULL);
+		if (ret) {
+			free(d);
+			goto out_unlock;
+		}
+		g_dom = d;
+	}
+	g_dom->refs++;
+	*out = g_dom;
+out_unlock:
+	pthread_mutex_unlock(&g_dom_lock);
+	return ret;
+}
+
+void tcp_dom_put(struct tcp_domain *d)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&g_dom_lock);
+	if (--d->refs == 0) {
+		if (d->nmr)
+			rb_warn("tcp: domain closed with %zu regions still registered", d->nmr);
+		for (size_t i = 0; i < d->nmr; i++)
+			d->mrs[i]->domain = NULL;
+		pthread_rwlock_destroy(&d->lock);
+		free(d->mrs);
+		free(d);
+		g_dom = NULL;
+	}
+	pthread_mutex_unlock(&g_dom_lock);
+}
+
+static int tcp_domain_open(const struct rb_transport_opts *opts, struct rb_domain **out)
+{
+	return tcp_dom_get(opts, (struct tcp_domain **)out);
+}
+
+static void tcp_domain_close(struct rb_domain *d)
+{
+	tcp_dom_put((struct tcp_domain *)d);
+}
+
+static bool key_used(const struct tcp_domain *d, uint32_t k)
+{
+	for (size_t i = 0; i < d->nmr; i++)
+		if (d->mrs[i]->lkey == k || d->mrs[i]->rkey == k)
+			return true;
+	return false;
+}
+
+static int random_key(const struct tcp_domain *d, uint32_t other, uint32_t *out)
+{
+	uint32_t k;
+	ssize_t n;
+
+	do {
+		n = getrandom(&k, sizeof(k), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(k))
+			return n < 0 ? -errno : -EIO;
+	} while (n < 0 || k == 0 || k == other || key_used(d, k));
+	*out = k;
+	return 0;
+}
+
+static int tcp_reg_mr(struct rb_domain *dom, void *addr, size_t len, unsigned int access,
+		      struct rb_mr **out)
+{
+	struct tcp_domain *d = (struct tcp_domain *)dom;
+	struct rb_mr *mr;
+	uintptr_t end;
+	int ret;
+
+	if (!d || !addr || !len || (access & ~(RB_ACCESS_REMOTE_READ | RB_ACCESS_REMOTE_WRITE)) ||
+	    rb_add_overflow((uintptr_t)addr, len, &end))
+		return -EINVAL;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	mr->addr = addr;
+	mr->length = len;
+	mr->access = access;
+	mr->domain = dom;
+
+	pthread_rwlock_wrlock(&d->lock);
+	if (d->nmr == d->cap) {
+		size_t ncap = d->cap ? d->cap * 2 : 16;
+		struct rb_mr **n = realloc(d->mrs, ncap * sizeof(*n));
+
+		if (!n) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+		d->mrs = n;
+		d->cap = ncap;
+	}
+	ret = random_key(d, 0, &mr->lkey);
+	if (!ret && access)
+		ret = random_key(d, mr->lkey, &mr->rkey);
+	if (ret)
+		goto out_unlock;
+	d->mrs[d->nmr++] = mr;
+	pthread_rwlock_unlock(&d->lock);
+	*out = mr;
+	return 0;
+
+out_unlock:
+	pthread_rwlock_unlock(&d->lock);
+	rb_err("tcp: reg_mr of %zu bytes: %s", len, strerror(-ret));
+	free(mr);
+	return ret;
+}
+
+static void tcp_dereg_mr(struct rb_mr *mr)
+{
+	struct tcp_domain *d;
+
+	if (!mr)
+		return;
+	d = (struct tcp_domain *)mr->domain;
+	if (d) {
+		pthread_rwlock_wrlock(&d->lock);
+		for (size_t i = 0; i < d->nmr; i++) {
+			if (d->mrs[i] == mr) {
+				d->mrs[i] = d->mrs[--d->nmr];
+				break;
+			}
+		}
+		pthread_rwlock_unlock(&d->lock);
+	}
+	free(mr);
+}
+
+/* Local sges must lie inside a region registered with that lkey. */
+bool tcp_sges_ok(struct tcp_domain *d, const struct rb_sge *sg, int nsge, uint64_t *total)
+{
+	uint64_t sum = 0;
+	bool ok = true;
+
+	pthread_rwlock_rdlock(&d->lock);
+	for (int i = 0; ok && i < nsge; i++) {
+		if (!sg[i].length)
+			continue;
+		ok = false;
+		for (size_t j = 0; j < d->nmr; j++) {
+			const struct rb_mr *mr = d->mrs[j];
+
+			if (mr->lkey != sg[i].lkey)
+				continue;
+			ok = rb_region_ok((uintptr_t)sg[i].addr, sg[i].length, (uintptr_t)mr->addr,
+					  mr->length);
+			break;
+		}
+		sum += sg[i].length;
+	}
+	pthread_rwlock_unlock(&d->lock);
+	*total = sum;
+	return ok;
+}
+
+enum rkey_res tcp_rkey_check(struct tcp_domain *d, uint32_t rkey, unsigned int need, uint64_t addr,
+			     uint64_t len)
+{
+	enum rkey_res res = RK_NOKEY;
+
+	if (!rkey)
+		return RK_NOKEY;
+	pthread_rwlock_rdlock(&d->lock);
+	for (size_t j = 0; j < d->nmr; j++) {
+		const struct rb_mr *mr = d->mrs[j];
+
+		if (mr->rkey != rkey)
+			continue;
+		if (!(mr->access & need))
+			res = RK_ACCESS;
+		else if (!rb_region_ok(addr, len, (uintptr_t)mr->addr, mr->length))
+			res = RK_BOUNDS;
+		else
+			res = RK_OK;
+		break;
+	}
+	pthread_rwlock_unlock(&d->lock);
+	return res;
+}
+
+/* ---- work request pool ------------------------------------------------- */
+
+int tcp_pool_grow(struct tcp_conn *c, unsigned int n)
+{
+	struct tcp_chunk *ch = calloc(1, sizeof(*ch) + n * sizeof(struct tcp_wr));
+
+	if (!ch)
+		return -ENOMEM;
+	ch->n = n;
+	ch->next = c->chunks;
+	c->chunks = ch;
+	for (unsigned int i = 0; i < n; i++) {
+		ch->wr[i].conn = c;
+		ch->wr[i].next = c->free;
+		c->free = &ch->wr[i];
+	}
+	return 0;
+}
+
+struct tcp_wr *tcp_wr_get(struct tcp_conn *c)
+{
+	struct tcp_wr *w;
+
+	if (!c->free && tcp_pool_grow(c, TCP_CHUNK))
+		return NULL;
+	w = c->free;
+	c->free = w->next;
+	w->next = NULL;
+	w->cqe = NULL;
+	w->nsge = 0;
+	w->len = 0;
+	w->byte_len = 0;
+	w->tag = 0;
+	memset(&w->hdr, 0, sizeof(w->hdr));
+	return w;
+}
+
+void tcp_wr_put(struct tcp_conn *c, struct tcp_wr *w)
+{
+	w->next = c->free;
+	c->free = w;
+}
+
+void tcp_conn_free_pool(struct tcp_conn *c)
+{
+	while (c->chunks) {
+		struct tcp_chunk *ch = c->chunks;
+
+		c->chunks = ch->next;
+		free(ch);
+	}
+	c->free = NULL;
+}
+
+static enum rb_wc_opcode kind_opcode(uint8_t kind)
+{
+	switch (kind) {
+	case W_RECV: return RB_WC_RECV;
+	case W_WRITE: return RB_WC_WRITE;
+	case W_READ: return RB_WC_READ;
+	default: return RB_WC_SEND;
+	}
+}
+
+/* ---- completion queue ------------------------------------------------- */
+
+static struct tcp_cq *to_cq(struct rb_cq *cq)
+{
+	return (struct tcp_cq *)cq;
+}
+
+static void cq_signal(struct tcp_cq *cq)
+{
+	uint64_t one = 1;
+
+	if (cq->efd_armed)
+		return;
+	if (write(cq->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		cq->efd_armed = true;
+	else
+		rb_err("tcp: cq eventfd write: %s", strerror(errno));
+}
+
+static void cq_unsignal(struct tcp_cq *cq)
+{
+	uint64_t v;
+
+	if (cq->efd_armed && read(cq->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rb_err("tcp: cq eventfd read: %s", strerror(errno));
+	cq->efd_armed = false;
+}
+
+void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st)
+{
+	w->status = st;
+	if (w->kind == W_RECV)
+		c->rq_used--;
+	else
+		c->sq_used--;
+	c->ndone++;
+	q_push(&c->cq->done, w);
+	if (!c->cq->in_poll)
+		cq_signal(c->cq);
+}
+
+/* Come back to c from the next cq_poll/cq_arm (deferred writes, acks). */
+void tcp_conn_kick(struct tcp_conn *c)
+{
+	if (!c->dirty) {
+		c->dirty = true;
+		c->dirty_next = c->cq->dirty;
+		c->cq->dirty = c;
+	}
+	if (!c->cq->in_poll)
+		cq_signal(c->cq);
+}
+
+static int tcp_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct tcp_cq *cq;
+	int ret;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
+	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (cq->epfd < 0) {
+		ret = -errno;
+		goto out_free;
+	}
+	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (cq->efd < 0) {
+		ret = -errno;
+		goto out_close_ep;
+	}
+	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &ev) < 0) {
+		ret = -errno;
+		goto out_close_efd;
+	}
+	*out = (struct rb_cq *)cq;
+	return 0;
+
+out_close_efd:
+	close(cq->efd);
+out_close_ep:
+	close(cq->epfd);
+out_free:
+	free(cq);
+	rb_err("tcp: cq_create: %s", strerror(-ret));
+	return ret;
+}
+
+static void tcp_cq_destroy(struct rb_cq *rcq)
+{
+	struct tcp_cq *cq = to_cq(rcq);
+
+	if (!cq)
+		return;
+	if (cq->nconns || cq->done.n)
+		rb_warn("tcp: cq destroyed with %u connections, %u completions", cq->nconns,
+			cq->done.n);
+	close(cq->efd);
+	close(cq->epfd);
+	free(cq);
+}
+
+static int tcp_cq_fd(struct rb_cq *cq)
+{
+	return to_cq(cq)->epfd;
+}
+
+static void cq_flush_dirty(struct tcp_cq *cq)
+{
+	struct tcp_conn *c;
+
+	while ((c = cq->dirty)) {
+		cq->dirty = c->dirty_next;
+		c->dirty = false;
+		tcp_conn_service(c);
+	}
+}
+
+static void cq_progress(struct tcp_cq *cq)
+{
+	struct epoll_event ev[64];
+	int n;
+
+	n = epoll_wait(cq->epfd, ev, (int)RB_ARRAY_SIZE(ev), 0);
+	for (int i = 0; i < n; i++) {
+		struct tcp_conn *c = ev[i].data.ptr;
+
+		if (c)
+			tcp_conn_event(c, ev[i].events);
+	}
+}
+
+static int cq_pop(struct tcp_cq *cq, struct rb_wc *wc, int n)
+{
+	int i;
+
+	for (i = 0; i < n && cq->done.head; i++) {
+		struct tcp_wr *w = q_pop(&cq->done);
+		struct tcp_conn *c = w->conn;
+
+		wc[i] = (struct rb_wc){
+			.cqe = w->cqe,
+			.conn = &c->pub,
+			.opcode = kind_opcode(w->kind),
+			.status = w->status,
+			.byte_len = w->kind == W_RECV ? w->byte_len : 0,
+		};
+		c->ndone--;
+		tcp_wr_put(c, w);
+	}
+	return i;
+}
+
+static int tcp_cq_poll(struct rb_cq *rcq, struct rb_wc *wc, int n)
+{
+	struct tcp_cq *cq = to_cq(rcq);
+	int got;
+
+	if (n <= 0 || !wc)
+		return -EINVAL;
+	cq->in_poll = true;
+	cq_flush_dirty(cq);
+	if (cq->done.n < (unsigned int)n)
+		cq_progress(cq);
+	got = cq_pop(cq, wc, n);
+	if (got < n) {
+		/* End of a batch: acks and writes go out before the caller sleeps. */
+		cq_flush_dirty(cq);
+		got += cq_pop(cq, wc + got, n - got);
+	}
+	cq->batch = got == n;
+	/* The caller is expected to poll again after a full batch; the
+	 * eventfd makes sure a caller that sleeps instead still wakes. */
+	if (cq->done.head || cq->dirty)
+		cq_signal(cq);
+	else
+		cq_unsignal(cq);
+	cq->in_poll = false;
+	return got;
+}
+
+/* Sockets are level triggered in cq_fd; only queued completions and
+ * deferred work need the eventfd to make cq_fd readable. */
+static int tcp_cq_arm(struct rb_cq *rcq)
+{
+	struct tcp_cq *cq = to_cq(rcq);
+
+	cq->in_poll = true;
+	cq_flush_dirty(cq);
+	cq->in_poll = false;
+	if (cq->done.head)
+		cq_signal(cq);
+	return 0;
+}
+
+static struct rb_domain *tcp_conn_domain(struct rb_conn *c)
+{
+	return (struct rb_domain *)to_conn(c)->dom;
+}
+
+static void tcp_conn_peer(struct rb_conn *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", to_conn(c)->peer);
+}
+
+static uint32_t tcp_conn_qpn(struct rb_conn *c)
+{
+	return to_conn(c)->qpn;
+}
+
+const struct rb_transport_ops rb_tcp_transport = {
+	.name = "tcp",
+	.domain_open = tcp_domain_open,
+	.domain_close = tcp_domain_close,
+	.reg_mr = tcp_reg_mr,
+	.dereg_mr = tcp_dereg_mr,
+	.cq_create = tcp_cq_create,
+	.cq_destroy = tcp_cq_destroy,
+	.cq_fd = tcp_cq_fd,
+	.cq_arm = tcp_cq_arm,
+	.cq_poll = tcp_cq_poll,
+	.listen = tcp_listen,
+	.listener_close = tcp_listener_close,
+	.listener_fd = tcp_listener_fd,
+	.listener_get = tcp_listener_get,
+	.conn_domain = tcp_conn_domain,
+	.accept = tcp_accept,
+	.reject = tcp_reject,
+	.conn_create = tcp_conn_create,
+	.connect = tcp_connect,
+	.disconnect = tcp_disconnect,
+	.conn_destroy = tcp_conn_destroy,
+	.post_recv = tcp_post_recv,
+	.post_send = tcp_post_send,
+	.post_read = tcp_post_read,
+	.post_write = tcp_post_write,
+	.conn_peer = tcp_conn_peer,
+	.conn_qpn = tcp_conn_qpn,
+};

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the software "tcp" transport, shared by transport_tcp.c
+ * (domain, CQ, data path) and transport_tcp_cm.c (listen/connect).
+ * The wire framing is described at the top of transport_tcp.c.
+ */
+#ifndef RB_TRANSPORT_TCP_PRIV_H
+#define RB_TRANSPORT_TCP_PRIV_H
+
+#include <endian.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "transport.h"
+
+#define TCP_HDR_SIZE 32
+#define TCP_HELLO_MAGIC 0x5242544350000001ull /* "RBTCP", framing version 1 */
+#define TCP_RX_STAGE 512 /* header staging buffer per connection */
+#define TCP_MAX_MSG (1u << 31) /* like a typical RDMA max_msg_sz */
+/* Private data limits of RDMA CM over IB (connect/accept/reject). */
+#define TCP_PRIV_CONNECT_MAX 56
+#define TCP_PRIV_ACCEPT_MAX 196
+#define TCP_PRIV_REJECT_MAX 148
+#define TCP_PRIV_MAX TCP_PRIV_ACCEPT_MAX
+#define TCP_HELLO_TIMEOUT_MS 1000
+#define TCP_MAX_HALF_OPEN 64
+#define TCP_RESP_PAUSE 1024 /* queued READ_RESP frames that pause receiving */
+#define TCP_CHUNK 32 /* work requests added to a pool at a time */
+
+enum tcp_ftype {
+	F_HELLO = 1,
+	F_HELLO_ACCEPT = 2,
+	F_HELLO_REJECT = 3,
+	F_SEND = 4,
+	F_WRITE = 5,
+	F_READ_REQ = 6,
+	F_READ_RESP = 7,
+	F_NAK = 8,
+	F_ACK = 9,
+};
+
+/* Little endian on the wire; stored encoded in frames. */
+struct tcp_hdr {
+	uint8_t type; /* enum tcp_ftype */
+	uint8_t status; /* NAK: enum rb_wc_status for the requester's WR */
+	uint16_t rsvd;
+	uint32_t length; /* payload bytes; READ_REQ: bytes requested, no payload */
+	uint32_t ack; /* SEND+WRITE frames received and placed so far */
+	uint32_t rkey; /* WRITE, READ_REQ */
+	uint64_t tag; /* requester WR tag (SEND, WRITE, READ_*, NAK) */
+	uint64_t addr; /* WRITE, READ_REQ: remote address; HELLO*: magic */
+} __attribute__((packed));
+_Static_assert(sizeof(struct tcp_hdr) == TCP_HDR_SIZE, "tcp header is 32 bytes");
+
+enum tcp_wr_kind {
+	W_RECV,
+	W_SEND,
+	W_WRITE,
+	W_READ,
+	W_RESP, /* internal: READ_RESP we send as responder */
+	W_CTRL, /* internal: ACK, HELLO_ACCEPT */
+};
+
+/* One work request or internal frame; in exactly one queue at a time. */
+struct tcp_wr {
+	struct tcp_wr *next;
+	struct tcp_conn *conn;
+	struct rb_cqe *cqe;
+	uint8_t kind; /* enum tcp_wr_kind */
+	uint8_t nsge;
+	uint32_t byte_len;
+	enum rb_wc_status status;
+	uint64_t tag;
+	uint64_t len; /* payload (SEND/WRITE/RESP/CTRL), destination size (RECV/READ) */
+	struct tcp_hdr hdr;
+	struct iovec iov[RB_MAX_SGE];
+};
+
+struct tcp_q {
+	struct tcp_wr *head, *tail;
+	unsigned int n;
+};
+
+struct tcp_chunk {
+	struct tcp_chunk *next;
+	unsigned int n;
+	struct tcp_wr wr[];
+};
+
+struct tcp_domain {
+	pthread_rwlock_t lock;
+	struct rb_mr **mrs;
+	size_t nmr, cap;
+	unsigned int refs; /* under the global domain mutex */
+};
+
+struct tcp_cq {
+	int epfd;
+	int efd; /* eventfd: readable while completions wait (see cq_arm) */
+	bool efd_armed;
+	bool in_poll; /* inside cq_poll/cq_arm: completions need no wakeup */
+	bool batch; /* last cq_poll filled wc[]: caller polls again, defer writes */
+	struct tcp_q done;
+	struct tcp_conn *dirty; /* conns with deferred writes/acks */
+	unsigned int nconns;
+};
+
+enum tcp_state {
+	ST_RESOLVED, /* active side, before connect */
+	ST_HELLO, /* passive side, reading HELLO inside the listener */
+	ST_REQUEST, /* passive side, handed out by listener_get */
+	ST_CONNECTED,
+	ST_DEAD,
+};
+
+struct tcp_rx {
+	uint32_t head, tail; /* staged bytes [head, tail) of buf */
+	bool in_data;
+	uint8_t type;
+	uint8_t iovidx, iovcnt;
+	uint32_t total;
+	uint64_t left;
+	struct tcp_wr *wr; /* RECV or READ being filled, NULL for WRITE */
+	struct iovec iov[RB_MAX_SGE];
+	uint8_t buf[TCP_RX_STAGE];
+};
+
+struct tcp_conn {
+	struct rb_conn pub; /* first: the engine's handle */
+	int fd;
+	enum tcp_state state;
+	struct tcp_domain *dom;
+	struct tcp_cq *cq;
+	struct rb_transport_opts opts;
+	struct addrinfo *ai; /* active side */
+	uint32_t qpn;
+	char peer[80];
+
+	uint32_t max_send_wr, max_recv_wr, max_sge;
+	unsigned int sq_used, rq_used;
+	uint64_t next_tag;
+
+	/* send side */
+	struct tcp_q txq; /* frames not fully written; head may be partial */
+	size_t tx_off; /* bytes of txq.head already written */
+	bool want_out;
+	unsigned int nresp; /* queued READ_RESP frames */
+	struct tcp_q unacked; /* SEND/WRITE written, waiting for the peer's ack */
+	struct tcp_q reads; /* READ_REQ written, waiting for READ_RESP */
+	uint32_t acked; /* peer's ack counter as last seen */
+
+	/* receive side */
+	struct tcp_q recvq;
+	uint32_t rx_count; /* SEND/WRITE frames placed; sent back as ack */
+	uint32_t ack_sent; /* rx_count value last stamped into a header */
+	bool paused; /* too many READ_RESPs queued: stop reading */
+	bool rnr_wait; /* SEND waits for a receive (rnr_retry 7) */
+	bool rx_kick; /* staged input to process from the next cq call */
+	bool in_epoll;
+	uint32_t epev; /* events registered in the cq's epoll set */
+	struct tcp_rx rx;
+
+	/* cq bookkeeping */
+	bool dirty;
+	struct tcp_conn *dirty_next;
+	unsigned int ndone; /* completions of this conn still in cq->done */
+
+	struct tcp_wr *free;
+	struct tcp_chunk *chunks;
+
+	/* connection setup */
+	struct tcp_conn *lnext; /* listener's half-open list */
+	uint64_t deadline_ns;
+	size_t cm_got;
+	size_t cm_len;
+	uint8_t cm_buf[TCP_HDR_SIZE + TCP_PRIV_MAX];
+};
+
+extern const struct rb_transport_ops rb_tcp_transport;
+
+static inline void q_push(struct tcp_q *q, struct tcp_wr *w)
+{
+	w->next = NULL;
+	if (q->tail)
+		q->tail->next = w;
+	else
+		q->head = w;
+	q->tail = w;
+	q->n++;
+}
+
+static inline struct tcp_wr *q_pop(struct tcp_q *q)
+{
+	struct tcp_wr *w = q->head;
+
+	if (w) {
+		q->head = w->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->n--;
+		w->next = NULL;
+	}
+	return w;
+}
+
+static inline struct tcp_wr *q_take_tag(struct tcp_q *q, uint64_t tag)
+{
+	struct tcp_wr *w, *prev = NULL;
+
+	for (w = q->head; w; prev = w, w = w->next) {
+		if (w->tag != tag)
+			continue;
+		if (prev)
+			prev->next = w->next;
+		else
+			q->head = w->next;
+		if (q->tail == w)
+			q->tail = prev;
+		q->n--;
+		w->next = NULL;
+		return w;
+	}
+	return NULL;
+}
+
+enum rkey_res { RK_OK, RK_NOKEY, RK_ACCESS, RK_BOUNDS };
+
+static inline struct tcp_conn *to_conn(struct rb_conn *c)
+{
+	return (struct tcp_conn *)c;
+}
+
+/* transport_tcp.c: domain, pool, cq */
+int tcp_dom_get(const struct rb_transport_opts *opts, struct tcp_domain **out);
+void tcp_dom_put(struct tcp_domain *d);
+bool tcp_sges_ok(struct tcp_domain *d, const struct rb_sge *sg, int nsge, uint64_t *total);
+enum rkey_res tcp_rkey_check(struct tcp_domain *d, uint32_t rkey, unsigned int need,
+			     uint64_t addr, uint64_t len);
+struct tcp_wr *tcp_wr_get(struct tcp_conn *c);
+void tcp_wr_put(struct tcp_conn *c, struct tcp_wr *w);
+int tcp_pool_grow(struct tcp_conn *c, unsigned int n);
+void tcp_conn_free_pool(struct tcp_conn *c);
+void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
+void tcp_conn_kick(struct tcp_conn *c);
+uint32_t tcp_next_qpn(void);
+uint64_t tcp_now_ns(void);
+void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+void tcp_sock_opts(int fd, const struct rb_transport_opts *opts);
+
+/* transport_tcp_io.c: data path */
+int tcp_conn_attach(struct tcp_conn *c, struct tcp_cq *cq, const struct rb_conn_caps *caps);
+void tcp_conn_detach(struct tcp_conn *c);
+void tcp_tx_queue(struct tcp_conn *c, struct tcp_wr *w);
+void tcp_tx_progress(struct tcp_conn *c);
+void tcp_conn_fail(struct tcp_conn *c);
+void tcp_conn_event(struct tcp_conn *c, uint32_t events);
+void tcp_conn_service(struct tcp_conn *c);
+void tcp_disconnect(struct rb_conn *c);
+int tcp_post_recv(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
+int tcp_post_send(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
+int tcp_post_read(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
+		  uint64_t raddr, uint32_t rkey);
+int tcp_post_write(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
+		   uint64_t raddr, uint32_t rkey);
+
+/* transport_tcp_cm.c */
+int tcp_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+	       struct rb_listener **out);
+void tcp_listener_close(struct rb_listener *l);
+int tcp_listener_fd(struct rb_listener *l);
+int tcp_listener_get(struct rb_listener *l, struct rb_conn **out, const void **priv,
+		     size_t *priv_len);
+int tcp_accept(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+	       const void *priv, size_t priv_len);
+int tcp_reject(struct rb_conn *c, const void *priv, size_t priv_len);
+int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+		    struct rb_conn **out);
+int tcp_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+		const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
+void tcp_conn_destroy(struct rb_conn *c);
+
+#endif

@@ -1,0 +1,987 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport semantics over loopback: handshake with private data, reject,
+ * SEND/RECV scatter and ordering, one-sided WRITE/READ, remote access
+ * violations, length errors, flush on disconnect and on peer exit, cq_fd
+ * readiness.  Runs the "tcp" transport by default; argv[1] or
+ * RB_TEST_TRANSPORT names another (e.g. rdma in the VM), RB_TEST_ADDR the
+ * address to listen on and connect to (default 127.0.0.1).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "checked.h"
+#include "log.h"
+#include "tap.h"
+#include "transport.h"
+#include "transport-harness.h"
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_handshake(struct rb_listener *l)
+{
+	static const char priv[32] = "connect-private-data-0123456789";
+	static const char acc[16] = "accept-data-abc";
+	struct conn_args a;
+	struct pair pp;
+	char got[64];
+	size_t glen = sizeof(got);
+	char peer[128];
+	int ret;
+
+	ret = pair_open_ex(l, &pp, &a, priv, sizeof(priv), acc, sizeof(acc), NULL, 0, got, &glen);
+	is_int(ret, 0, "connect with private data succeeds");
+	ok(pp.p.c != NULL, "listener produced the request");
+	is_int(glen, sizeof(priv), "passive side sees private data length");
+	ok(memcmp(got, priv, sizeof(priv)) == 0, "passive side sees private data bytes");
+	is_int(a.rlen, sizeof(acc), "accept data length comes back");
+	ok(memcmp(a.rpriv, acc, sizeof(acc)) == 0, "accept data bytes come back");
+	if (pp.a.c && pp.p.c) {
+		T->conn_peer(pp.a.c, peer, sizeof(peer));
+		ok(strstr(peer, lep.host) != NULL, "active conn_peer names the listener (%s)",
+		   peer);
+		T->conn_peer(pp.p.c, peer, sizeof(peer));
+		ok(peer[0] && strcmp(peer, "?") != 0, "passive conn_peer is set (%s)", peer);
+		ok(T->conn_qpn(pp.a.c) != T->conn_qpn(pp.p.c), "qpns differ");
+		ok(pp.a.c->ops == T && pp.p.c->ops == T, "conn ops point at the transport");
+	}
+	pair_close(&pp, NULL, 0);
+	ok(!drain(NULL), "closed cleanly");
+}
+
+static void test_reject(struct rb_listener *l)
+{
+	static const char priv[8] = "req";
+	static const char rej[8] = "nope-42";
+	struct conn_args a;
+	struct pair pp;
+	int ret;
+
+	ret = pair_open_ex(l, &pp, &a, priv, sizeof(priv), NULL, 0, rej, sizeof(rej), NULL, NULL);
+	is_int(ret, -ECONNREFUSED, "rejected connect returns -ECONNREFUSED");
+	is_int(a.rlen, sizeof(rej), "reject data length comes back");
+	ok(memcmp(a.rpriv, rej, sizeof(rej)) == 0, "reject data bytes come back");
+	side_close(&pp.a);
+
+	/* Nobody listening at all. */
+	memset(&a, 0, sizeof(a));
+	a.ep = lep;
+	a.priv = priv;
+	a.plen = sizeof(priv);
+	if (free_port(lep.host, &a.ep.port) == 0) {
+		connect_thread(&a);
+		if (is_tcp)
+			ok(a.ret == -ECONNREFUSED && a.rlen == 0,
+			   "no listener: -ECONNREFUSED without data (%d)", a.ret);
+		else
+			ok(a.ret < 0, "no listener: connect fails (%d)", a.ret);
+		side_close(&a.s);
+	}
+}
+
+static void test_send_recv(struct rb_listener *l)
+{
+	struct pair pp;
+	struct buf sb = { 0 }, rb = { 0 };
+	struct twr t[2];
+	struct rb_sge rs[2], ss[2];
+	int rc;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for send/recv");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc = buf_reg(pp.a.d, &sb, 4096, RB_ACCESS_LOCAL) | buf_reg(pp.p.d, &rb, 8192, 0);
+	is_int(rc, 0, "register send and receive buffers");
+	fill(sb.p, 100, 7);
+	twr_init(t, 2);
+	rs[0] = sge(&rb, 0, 16);
+	rs[1] = sge(&rb, 4096, 4096);
+	is_int(T->post_recv(pp.p.c, &t[0].cqe, rs, 2), 0, "post 2-sge receive");
+	ss[0] = sge(&sb, 0, 30);
+	ss[1] = sge(&sb, 30, 70);
+
+	/* Idle: nothing pending, cq_fd must not be readable. */
+	wait_done(&pp, NULL, 0, 50);
+	ok(!fd_readable(T->cq_fd(pp.a.cq), 0) && !fd_readable(T->cq_fd(pp.p.cq), 0),
+	   "idle cq fds are not readable");
+
+	T->cq_arm(pp.p.cq); /* armed before the event, as an engine does */
+	is_int(T->post_send(pp.a.c, &t[1].cqe, ss, 2), 0, "post 2-sge send");
+	ok(fd_readable(T->cq_fd(pp.p.cq), 2000), "receiver cq_fd becomes readable");
+	ok(wait_done(&pp, t, 2, WAIT_MS), "send and receive complete");
+	is_int(t[0].wc.status, RB_WC_SUCCESS, "recv status");
+	is_int(t[0].wc.opcode, RB_WC_RECV, "recv opcode");
+	is_int(t[0].wc.byte_len, 100, "recv byte_len is the message length");
+	ok(t[0].wc.conn == pp.p.c, "recv wc names its connection");
+	is_int(t[1].wc.status, RB_WC_SUCCESS, "send status");
+	is_int(t[1].wc.opcode, RB_WC_SEND, "send opcode");
+	ok(memcmp(rb.p, sb.p, 16) == 0 && memcmp(rb.p + 4096, sb.p + 16, 84) == 0,
+	   "payload scattered over both receive sges");
+	ok(rb.p[16] == 0 && rb.p[4096 + 84] == 0, "nothing written past the message");
+
+	wait_done(&pp, NULL, 0, 50);
+	ok(!fd_readable(T->cq_fd(pp.a.cq), 0) && !fd_readable(T->cq_fd(pp.p.cq), 0),
+	   "drained cq fds are not readable again");
+
+	if (is_tcp) {
+		struct rb_sge bad = ss[0];
+
+		bad.lkey ^= 0x5a5a5a5a;
+		is_int(T->post_send(pp.a.c, &t[1].cqe, &bad, 1), -EINVAL, "send with bad lkey");
+		bad = sge(&sb, 4000, 200);
+		is_int(T->post_send(pp.a.c, &t[1].cqe, &bad, 1), -EINVAL, "send beyond region");
+		is_int(T->post_recv(pp.p.c, &t[0].cqe, rs, RB_MAX_SGE + 1), -EINVAL,
+		       "too many sges");
+	}
+	pair_close(&pp, NULL, 0);
+	buf_free(&sb);
+	buf_free(&rb);
+}
+
+static void test_ordering(struct rb_listener *l)
+{
+	enum { N = 200, SZ = 64 };
+	static struct twr rt[N], st[N];
+	struct pair pp;
+	struct buf sb = { 0 }, rb = { 0 };
+	bool order_ok = true, data_ok = true, status_ok = true;
+	int rc = 0;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for ordering");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &sb, N * SZ, 0);
+	rc |= buf_reg(pp.p.d, &rb, N * SZ, 0);
+	is_int(rc, 0, "register buffers");
+	twr_init(rt, N);
+	twr_init(st, N);
+	for (int i = 0; i < N; i++) {
+		struct rb_sge s = sge(&rb, (size_t)i * SZ, SZ);
+
+		rc |= T->post_recv(pp.p.c, &rt[i].cqe, &s, 1);
+	}
+	for (int i = 0; i < N; i++) {
+		struct rb_sge s = sge(&sb, (size_t)i * SZ, 8 + (uint32_t)i % 50);
+
+		memcpy(sb.p + i * SZ, &i, sizeof(i));
+		fill(sb.p + i * SZ + 4, 50, (uint32_t)i);
+		rc |= T->post_send(pp.a.c, &st[i].cqe, &s, 1);
+	}
+	is_int(rc, 0, "post %d receives and %d sends", N, N);
+	ok(wait_done(&pp, rt, N, WAIT_MS) && wait_done(&pp, st, N, WAIT_MS), "all complete");
+	for (int i = 0; i < N; i++) {
+		int seq;
+
+		memcpy(&seq, rb.p + i * SZ, sizeof(seq));
+		if (i && (rt[i].order < rt[i - 1].order || st[i].order < st[i - 1].order))
+			order_ok = false;
+		if (seq != i || rt[i].wc.byte_len != 8 + (uint32_t)i % 50 ||
+		    memcmp(rb.p + i * SZ, sb.p + i * SZ, 8 + (size_t)i % 50))
+			data_ok = false;
+		if (rt[i].wc.status || st[i].wc.status)
+			status_ok = false;
+	}
+	ok(status_ok, "all succeeded");
+	ok(order_ok, "completions in posting order");
+	ok(data_ok, "receive i holds message i with its length");
+	pair_close(&pp, NULL, 0);
+	buf_free(&sb);
+	buf_free(&rb);
+}
+
+static void test_rdma_ops(struct rb_listener *l)
+{
+	struct pair pp;
+	struct buf src = { 0 }, dst = { 0 }, w = { 0 }, r = { 0 }, mb = { 0 }, ab = { 0 };
+	struct twr t[4];
+	struct rb_sge s[2], m;
+	int rc = 0;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for one-sided ops");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &src, BIG, 0);
+	rc |= buf_reg(pp.a.d, &dst, BIG, 0);
+	rc |= buf_reg(pp.a.d, &mb, 64, 0);
+	rc |= buf_reg(pp.p.d, &w, BIG, RB_ACCESS_REMOTE_WRITE);
+	rc |= buf_reg(pp.p.d, &r, BIG, RB_ACCESS_REMOTE_READ);
+	rc |= buf_reg(pp.p.d, &ab, 64, 0);
+	is_int(rc, 0, "register %u MiB regions", BIG >> 20);
+	ok(w.mr->rkey != 0 && r.mr->rkey != 0, "remote regions have rkeys");
+	fill(src.p, BIG, 1);
+	fill(r.p, BIG, 2);
+	twr_init(t, 4);
+	m = sge(&ab, 0, 64);
+	rc = T->post_recv(pp.p.c, &t[3].cqe, &m, 1);
+	s[0] = sge(&src, 0, BIG / 2);
+	s[1] = sge(&src, BIG / 2, BIG / 2);
+	rc |= T->post_write(pp.a.c, &t[0].cqe, s, 2, (uintptr_t)w.p, w.mr->rkey);
+	m = sge(&mb, 0, 8);
+	rc |= T->post_send(pp.a.c, &t[1].cqe, &m, 1);
+	s[0] = sge(&dst, 0, BIG);
+	rc |= T->post_read(pp.a.c, &t[2].cqe, s, 1, (uintptr_t)r.p, r.mr->rkey);
+	is_int(rc, 0, "post recv, write, send, read");
+	/* RC ordering: when the SEND after the WRITE arrived, the data is there. */
+	ok(wait_done(&pp, &t[3], 1, WAIT_MS), "send after write arrives");
+	ok(memcmp(w.p, src.p, BIG) == 0, "WRITE data in place when the following SEND lands");
+	ok(wait_done(&pp, t, 4, WAIT_MS), "all complete");
+	is_int(t[0].wc.status, RB_WC_SUCCESS, "write status");
+	is_int(t[0].wc.opcode, RB_WC_WRITE, "write opcode");
+	is_int(t[2].wc.status, RB_WC_SUCCESS, "read status");
+	is_int(t[2].wc.opcode, RB_WC_READ, "read opcode");
+	ok(memcmp(dst.p, r.p, BIG) == 0, "READ brought the remote region's bytes");
+	ok(t[0].order < t[1].order && t[1].order < t[2].order,
+	   "send queue completions in posting order");
+
+	/* Sub-range write at an offset. */
+	twr_init(t, 1);
+	memset(src.p, 0xab, 1000);
+	s[0] = sge(&src, 0, 1000);
+	rc = T->post_write(pp.a.c, &t[0].cqe, s, 1, (uintptr_t)w.p + 12345, w.mr->rkey);
+	ok(!rc && wait_done(&pp, t, 1, WAIT_MS) && t[0].wc.status == RB_WC_SUCCESS,
+	   "write at an offset");
+	ok(w.p[12344] != 0xab && w.p[12345] == 0xab && w.p[13344] == 0xab,
+	   "offset write landed where asked");
+
+	pair_close(&pp, NULL, 0);
+	buf_free(&src);
+	buf_free(&dst);
+	buf_free(&w);
+	buf_free(&r);
+	buf_free(&mb);
+	buf_free(&ab);
+}
+
+enum bad_kind {
+	BAD_KEY,
+	BAD_KEY_BIG,
+	BAD_SEND_BIG,
+	BAD_BOUNDS,
+	BAD_LOCAL_RKEY,
+	BAD_LOCAL_LKEY,
+	BAD_NOACCESS,
+	BAD_OVERFLOW,
+};
+
+/* One refused one-sided op: requester gets REM_ACCESS_ERR, rest flushes. */
+static void test_refused(struct rb_listener *l, enum bad_kind k, const char *what)
+{
+	struct pair pp;
+	struct buf lb = { 0 }, w = { 0 }, loc = { 0 }, ar = { 0 }, pr = { 0 };
+	uint32_t len = k == BAD_KEY_BIG || k == BAD_SEND_BIG ? BIG : 100;
+	struct twr t[5];
+	struct rb_sge s, q;
+	uint64_t raddr;
+	uint32_t rkey;
+	bool is_read = k == BAD_LOCAL_RKEY || k == BAD_LOCAL_LKEY || k == BAD_NOACCESS;
+	int rc = 0;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for %s", what);
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &lb, BIG, 0);
+	rc |= buf_reg(pp.a.d, &ar, 256, 0);
+	rc |= buf_reg(pp.p.d, &pr, 256, 0);
+	rc |= buf_reg(pp.p.d, &w, 4096, RB_ACCESS_REMOTE_WRITE);
+	rc |= buf_reg(pp.p.d, &loc, 4096, RB_ACCESS_LOCAL);
+	raddr = (uintptr_t)w.p;
+	rkey = w.mr->rkey;
+	switch (k) {
+	case BAD_KEY:
+	case BAD_KEY_BIG: rkey = w.mr->rkey + 1; break;
+	case BAD_SEND_BIG: break;
+	case BAD_BOUNDS: raddr += 4096 - 10; break;
+	case BAD_LOCAL_RKEY: raddr = (uintptr_t)loc.p; rkey = loc.mr->rkey; break;
+	case BAD_LOCAL_LKEY: raddr = (uintptr_t)loc.p; rkey = loc.mr->lkey; break;
+	case BAD_NOACCESS: break; /* READ from a write-only region */
+	case BAD_OVERFLOW: raddr = UINT64_MAX - 10; break;
+	}
+	ok(!rc && loc.mr->rkey == 0, "%s: setup (local region has rkey 0)", what);
+	fill(lb.p, BIG, 3);
+	twr_init(t, 5);
+	q = sge(&ar, 0, 128);
+	rc |= T->post_recv(pp.a.c, &t[1].cqe, &q, 1);
+	rc |= T->post_recv(pp.a.c, &t[2].cqe, &q, 1);
+	q = sge(&pr, 0, 128);
+	rc |= T->post_recv(pp.p.c, &t[3].cqe, &q, 1);
+	rc |= T->post_recv(pp.p.c, &t[4].cqe, &q, 1);
+	s = sge(&lb, 0, len);
+	if (is_read)
+		rc |= T->post_read(pp.a.c, &t[0].cqe, &s, 1, raddr, rkey);
+	else if (k == BAD_SEND_BIG)
+		rc |= T->post_send(pp.a.c, &t[0].cqe, &s, 1);
+	else
+		rc |= T->post_write(pp.a.c, &t[0].cqe, &s, 1, raddr, rkey);
+	is_int(rc, 0, "%s: posts accepted", what);
+	ok(wait_done(&pp, t, 5, WAIT_MS), "%s: everything completes", what);
+	if (k == BAD_SEND_BIG) {
+		ok(t[0].wc.status != RB_WC_SUCCESS && t[0].wc.status != RB_WC_FLUSH_ERR,
+		   "%s: sender gets a remote error (%d)", what, t[0].wc.status);
+		is_int(t[3].wc.status, RB_WC_LOC_LEN_ERR, "%s: receiver gets LOC_LEN_ERR", what);
+	} else {
+		is_int(t[0].wc.status, RB_WC_REM_ACCESS_ERR, "%s: requester gets REM_ACCESS_ERR",
+		       what);
+		is_int(t[3].wc.status, RB_WC_FLUSH_ERR, "%s: responder's receive flushes", what);
+	}
+	ok(t[1].wc.status == RB_WC_FLUSH_ERR && t[2].wc.status == RB_WC_FLUSH_ERR,
+	   "%s: requester's receives flush", what);
+	is_int(t[4].wc.status, RB_WC_FLUSH_ERR, "%s: responder's other receive flushes", what);
+	ok(t[0].order < t[1].order, "%s: error completes before the flushes", what);
+	if (!is_read) {
+		bool untouched = true;
+
+		for (size_t i = 0; i < w.len; i++)
+			untouched &= w.p[i] == 0;
+		ok(untouched, "%s: target region untouched", what);
+	}
+	/* Posting to a dead connection: accepted, flushed. */
+	twr_init(t, 1);
+	rc = T->post_send(pp.a.c, &t[0].cqe, &s, 1);
+	ok(rc == 0 && wait_done(&pp, t, 1, WAIT_MS) && t[0].wc.status == RB_WC_FLUSH_ERR,
+	   "%s: post after error flushes", what);
+	pair_close(&pp, NULL, 0);
+	buf_free(&lb);
+	buf_free(&w);
+	buf_free(&loc);
+	buf_free(&ar);
+	buf_free(&pr);
+}
+
+static void test_len_err(struct rb_listener *l, bool no_recv)
+{
+	const char *what = no_recv ? "send without receive" : "send larger than receive";
+	struct pair pp;
+	struct buf sb = { 0 }, rb = { 0 };
+	struct twr t[3];
+	struct rb_sge s;
+	int rc = 0, n = no_recv ? 2 : 3;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for %s", what);
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &sb, 4096, 0);
+	rc |= buf_reg(pp.p.d, &rb, 4096, 0);
+	twr_init(t, 3);
+	s = sge(&rb, 0, 64);
+	rc |= T->post_recv(pp.a.c, &t[1].cqe, &s, 1);
+	if (!no_recv)
+		rc |= T->post_recv(pp.p.c, &t[2].cqe, &s, 1);
+	s = sge(&sb, 0, 65);
+	rc |= T->post_send(pp.a.c, &t[0].cqe, &s, 1);
+	is_int(rc, 0, "%s: posts accepted", what);
+	ok(wait_done(&pp, t, n, WAIT_MS), "%s: completions arrive", what);
+	if (no_recv) {
+		is_int(t[0].wc.status, RB_WC_RNR_RETRY_EXC_ERR, "%s: sender gets RNR error", what);
+	} else {
+		is_int(t[2].wc.status, RB_WC_LOC_LEN_ERR, "%s: receiver gets LOC_LEN_ERR", what);
+		is_int(t[2].wc.opcode, RB_WC_RECV, "%s: on the receive", what);
+		ok(t[0].wc.status != RB_WC_SUCCESS, "%s: send fails too (status %d)", what,
+		   t[0].wc.status);
+	}
+	is_int(t[1].wc.status, RB_WC_FLUSH_ERR, "%s: sender's receive flushes", what);
+	pair_close(&pp, NULL, 0);
+	buf_free(&sb);
+	buf_free(&rb);
+}
+
+static void test_disconnect(struct rb_listener *l)
+{
+	struct pair pp;
+	struct buf ab = { 0 }, pb = { 0 }, rr = { 0 };
+	struct twr t[9];
+	struct rb_sge s;
+	int rc = 0;
+	bool sq_ok = true;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for disconnect");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &ab, 4096, 0);
+	rc |= buf_reg(pp.p.d, &pb, 4096, 0);
+	rc |= buf_reg(pp.p.d, &rr, 1 << 20, RB_ACCESS_REMOTE_READ | RB_ACCESS_REMOTE_WRITE);
+	twr_init(t, 9);
+	for (int i = 0; i < 3; i++) {
+		s = sge(&ab, (size_t)i * 128, 128);
+		rc |= T->post_recv(pp.a.c, &t[i].cqe, &s, 1);
+		s = sge(&pb, (size_t)i * 128, 128);
+		rc |= T->post_recv(pp.p.c, &t[3 + i].cqe, &s, 1);
+	}
+	is_int(rc, 0, "post receives on both sides");
+	wait_done(&pp, NULL, 0, 50);
+	ok(!fd_readable(T->cq_fd(pp.a.cq), 0), "idle before disconnect");
+	/* Send queue work in flight when the connection goes: write, read, write. */
+	s = sge(&ab, 1024, 2048);
+	rc |= T->post_write(pp.a.c, &t[6].cqe, &s, 1, (uintptr_t)rr.p, rr.mr->rkey);
+	rc |= T->post_read(pp.a.c, &t[7].cqe, &s, 1, (uintptr_t)rr.p + 4096, rr.mr->rkey);
+	rc |= T->post_write(pp.a.c, &t[8].cqe, &s, 1, (uintptr_t)rr.p + 8192, rr.mr->rkey);
+	is_int(rc, 0, "post write, read, write");
+	T->cq_arm(pp.a.cq);
+	T->disconnect(pp.a.c);
+	ok(fd_readable(T->cq_fd(pp.a.cq), 2000), "flush makes cq_fd readable without traffic");
+	ok(wait_done(&pp, t, 9, WAIT_MS), "all receives and send queue work complete");
+	for (int i = 6; i < 9; i++)
+		sq_ok &= t[i].wc.status == RB_WC_FLUSH_ERR ||
+			 (!is_tcp && t[i].wc.status == RB_WC_SUCCESS);
+	ok(sq_ok, "send queue work flushes");
+	ok(t[6].order < t[7].order && t[7].order < t[8].order,
+	   "send queue completions in posting order");
+	ok(t[0].wc.status == RB_WC_FLUSH_ERR && t[1].wc.status == RB_WC_FLUSH_ERR &&
+	   t[2].wc.status == RB_WC_FLUSH_ERR, "disconnecting side's receives flush");
+	ok(t[3].wc.status == RB_WC_FLUSH_ERR && t[4].wc.status == RB_WC_FLUSH_ERR &&
+	   t[5].wc.status == RB_WC_FLUSH_ERR, "peer's receives flush");
+	ok(t[0].order < t[1].order && t[1].order < t[2].order, "flushes in posting order");
+	ok(t[0].wc.opcode == RB_WC_RECV, "flushed wc keeps the receive opcode");
+	wait_done(&pp, NULL, 0, 50);
+	ok(!fd_readable(T->cq_fd(pp.a.cq), 0) && !fd_readable(T->cq_fd(pp.p.cq), 0),
+	   "cq fds quiet after the flush is drained");
+	pair_close(&pp, NULL, 0);
+	buf_free(&ab);
+	buf_free(&pb);
+	buf_free(&rr);
+}
+
+/* Engine-like echo: completion handlers repost and answer, so posts happen
+ * between cq_poll calls of a batch. */
+enum { ECHO_SLOTS = 32, ECHO_PINGS = 2000, ECHO_WINDOW = 16, ECHO_SZ = 64 };
+
+struct echo_ctx;
+
+struct echo_wr {
+	struct rb_cqe cqe;
+	struct echo_ctx *x;
+	bool passive, recv, busy;
+	int slot;
+};
+
+struct echo_ctx {
+	struct pair *pp;
+	struct buf arb, asb, prb, psb; /* a recv/send, p recv/send */
+	struct echo_wr arecv[ECHO_SLOTS], asend[ECHO_SLOTS * 2];
+	struct echo_wr precv[ECHO_SLOTS], psend[ECHO_SLOTS];
+	int sent, pongs, inflight, errors, flushed;
+	int outstanding; /* posted, not completed: all must complete */
+	uint32_t expect;
+};
+
+static int echo_post_recv(struct echo_ctx *x, struct echo_wr *w)
+{
+	struct buf *b = w->passive ? &x->prb : &x->arb;
+	struct rb_sge s = sge(b, (size_t)w->slot * ECHO_SZ, ECHO_SZ);
+
+	x->outstanding++;
+	return T->post_recv(w->passive ? x->pp->p.c : x->pp->a.c, &w->cqe, &s, 1);
+}
+
+static void echo_ping(struct echo_ctx *x)
+{
+	while (x->sent < ECHO_PINGS && x->inflight < ECHO_WINDOW) {
+		int slot = x->sent % (ECHO_SLOTS * 2);
+		struct echo_wr *w = &x->asend[slot];
+		struct rb_sge s = sge(&x->asb, (size_t)slot * ECHO_SZ, 4 + (uint32_t)x->sent % 60);
+		uint32_t seq = (uint32_t)x->sent;
+
+		if (w->busy) {
+			x->errors++;
+			return;
+		}
+		memcpy(x->asb.p + slot * ECHO_SZ, &seq, 4);
+		w->busy = true;
+		x->outstanding++;
+		if (T->post_send(x->pp->a.c, &w->cqe, &s, 1))
+			x->errors++;
+		x->sent++;
+		x->inflight++;
+	}
+}
+
+static void echo_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct echo_wr *w = rb_container_of(wc->cqe, struct echo_wr, cqe);
+	struct echo_ctx *x = w->x;
+	uint32_t seq;
+
+	x->outstanding--;
+	if (wc->status == RB_WC_FLUSH_ERR && x->pongs == ECHO_PINGS) {
+		x->flushed++; /* teardown at the end */
+		return;
+	}
+	if (wc->status) {
+		x->errors++;
+		return;
+	}
+	if (!w->recv) {
+		w->busy = false;
+		return;
+	}
+	if (w->passive) {
+		struct echo_wr *s = &x->psend[w->slot];
+		struct rb_sge g = sge(&x->psb, (size_t)w->slot * ECHO_SZ, wc->byte_len);
+
+		if (s->busy)
+			x->errors++;
+		memcpy(x->psb.p + w->slot * ECHO_SZ, x->prb.p + w->slot * ECHO_SZ, wc->byte_len);
+		s->busy = true;
+		x->outstanding++;
+		if (T->post_send(x->pp->p.c, &s->cqe, &g, 1))
+			x->errors++;
+	} else {
+		memcpy(&seq, x->arb.p + w->slot * ECHO_SZ, 4);
+		if (seq != x->expect++ || wc->byte_len != 4 + seq % 60)
+			x->errors++;
+		x->pongs++;
+		x->inflight--;
+	}
+	if (echo_post_recv(x, w))
+		x->errors++;
+	if (!w->passive)
+		echo_ping(x);
+}
+
+static bool echo_finished(void *arg)
+{
+	struct echo_ctx *x = arg;
+
+	return x->pongs == ECHO_PINGS || x->errors;
+}
+
+static bool echo_all_completed(void *arg)
+{
+	struct echo_ctx *x = arg;
+
+	return x->outstanding == 0;
+}
+
+static void test_echo(struct rb_listener *l)
+{
+	static struct echo_ctx x;
+	struct pair pp;
+	int rc = 0;
+	uint64_t t0;
+
+	memset(&x, 0, sizeof(x));
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for echo");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	x.pp = &pp;
+	rc |= buf_reg(pp.a.d, &x.arb, ECHO_SLOTS * ECHO_SZ, 0);
+	rc |= buf_reg(pp.a.d, &x.asb, ECHO_SLOTS * 2 * ECHO_SZ, 0);
+	rc |= buf_reg(pp.p.d, &x.prb, ECHO_SLOTS * ECHO_SZ, 0);
+	rc |= buf_reg(pp.p.d, &x.psb, ECHO_SLOTS * ECHO_SZ, 0);
+	for (int i = 0; i < ECHO_SLOTS * 2; i++) {
+		x.asend[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i };
+		if (i >= ECHO_SLOTS)
+			continue;
+		x.psend[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i,
+					       .passive = true };
+		x.arecv[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i,
+					       .recv = true };
+		x.precv[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i,
+					       .recv = true, .passive = true };
+		rc |= echo_post_recv(&x, &x.arecv[i]);
+		rc |= echo_post_recv(&x, &x.precv[i]);
+	}
+	is_int(rc, 0, "echo: setup");
+	t0 = now_ms();
+	echo_ping(&x);
+	ok(wait_until(&pp, echo_finished, &x, 20000), "echo: finished");
+	is_int(x.pongs, ECHO_PINGS, "echo: %d round trips answered in order (%llu ms)",
+	       ECHO_PINGS, (unsigned long long)(now_ms() - t0));
+	is_int(x.errors, 0, "echo: no errors, no busy slot reused");
+	T->disconnect(pp.a.c);
+	ok(wait_until(&pp, echo_all_completed, &x, WAIT_MS), "echo: every WR completed once");
+	ok(x.flushed >= 2 * ECHO_SLOTS, "echo: posted receives flushed (%d)", x.flushed);
+	pair_close(&pp, NULL, 0);
+	buf_free(&x.arb);
+	buf_free(&x.asb);
+	buf_free(&x.prb);
+	buf_free(&x.psb);
+}
+
+/* Bulk both ways at once: WRITE+SEND one way, READs the other. */
+static void test_bidir(struct rb_listener *l)
+{
+	enum { N = 16, CH = 256 << 10 };
+	static struct twr t[4 * N];
+	struct pair pp;
+	struct buf src = { 0 }, ar = { 0 }, w = { 0 }, dst = { 0 }, am = { 0 }, pm = { 0 };
+	struct rb_sge s;
+	int rc = 0;
+	bool st = true;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for bidirectional bulk");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &src, N * CH, 0);
+	rc |= buf_reg(pp.a.d, &ar, N * CH, RB_ACCESS_REMOTE_READ);
+	rc |= buf_reg(pp.a.d, &am, 64, 0);
+	rc |= buf_reg(pp.p.d, &w, N * CH, RB_ACCESS_REMOTE_WRITE | RB_ACCESS_REMOTE_READ);
+	rc |= buf_reg(pp.p.d, &dst, N * CH, 0);
+	rc |= buf_reg(pp.p.d, &pm, N * 64, 0);
+	fill(src.p, N * CH, 11);
+	fill(ar.p, N * CH, 12);
+	twr_init(t, 4 * N);
+	for (int i = 0; i < N; i++) {
+		s = sge(&pm, (size_t)i * 64, 64);
+		rc |= T->post_recv(pp.p.c, &t[3 * N + i].cqe, &s, 1);
+	}
+	for (int i = 0; i < N; i++) {
+		s = sge(&src, (size_t)i * CH, CH);
+		rc |= T->post_write(pp.a.c, &t[i].cqe, &s, 1, (uintptr_t)w.p + (size_t)i * CH,
+				    w.mr->rkey);
+		s = sge(&am, 0, 8);
+		rc |= T->post_send(pp.a.c, &t[N + i].cqe, &s, 1);
+		s = sge(&dst, (size_t)i * CH, CH);
+		rc |= T->post_read(pp.p.c, &t[2 * N + i].cqe, &s, 1,
+				   (uintptr_t)ar.p + (size_t)i * CH, ar.mr->rkey);
+	}
+	is_int(rc, 0, "bidir: posted %d writes+sends one way, %d reads the other", N, N);
+	ok(wait_done(&pp, t, 4 * N, 20000), "bidir: all complete");
+	for (int i = 0; i < 4 * N; i++)
+		st &= t[i].wc.status == RB_WC_SUCCESS;
+	ok(st, "bidir: all succeeded");
+	ok(memcmp(w.p, src.p, N * CH) == 0, "bidir: written bytes match");
+	ok(memcmp(dst.p, ar.p, N * CH) == 0, "bidir: read bytes match");
+	pair_close(&pp, NULL, 0);
+	buf_free(&src);
+	buf_free(&ar);
+	buf_free(&w);
+	buf_free(&dst);
+	buf_free(&am);
+	buf_free(&pm);
+}
+
+/* rnr_retry 7 means "retry forever": a SEND waits for a receive. */
+static void test_rnr_wait(struct rb_listener *l)
+{
+	struct pair pp;
+	struct buf ab = { 0 }, pb = { 0 };
+	struct twr t[2];
+	struct rb_sge s;
+	int rc = 0, save = opts.rnr_retry;
+
+	opts.rnr_retry = 7; /* the connecting (receiving) side */
+	rc = pair_open(l, &pp);
+	opts.rnr_retry = save;
+	if (rc) {
+		ok(0, "connect for rnr wait");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &ab, 64, 0);
+	rc |= buf_reg(pp.p.d, &pb, 64, 0);
+	memcpy(pb.p, "late", 4);
+	twr_init(t, 2);
+	s = sge(&pb, 0, 4);
+	rc |= T->post_send(pp.p.c, &t[0].cqe, &s, 1);
+	wait_done(&pp, NULL, 0, 200);
+	ok(!rc && !t[0].done, "rnr wait: send stays outstanding without a receive");
+	s = sge(&ab, 0, 64);
+	rc |= T->post_recv(pp.a.c, &t[1].cqe, &s, 1);
+	ok(fd_readable(T->cq_fd(pp.a.cq), 1000), "rnr wait: posting the receive wakes cq_fd");
+	ok(!rc && wait_done(&pp, t, 2, WAIT_MS), "rnr wait: both complete once posted");
+	ok(t[0].wc.status == RB_WC_SUCCESS && t[1].wc.status == RB_WC_SUCCESS &&
+	   t[1].wc.byte_len == 4 && memcmp(ab.p, "late", 4) == 0, "rnr wait: delivered");
+	pair_close(&pp, NULL, 0);
+	buf_free(&ab);
+	buf_free(&pb);
+}
+
+/* Child process connects, sends one message, exits without disconnecting. */
+static void child_run(void)
+{
+	struct side s = { 0 };
+	struct buf b = { 0 };
+	struct twr t;
+	struct rb_sge g;
+	uint64_t end;
+
+	alarm(10);
+	if (T->conn_create(&lep, &opts, &s.c) || T->cq_create(T->conn_domain(s.c), 64, &s.cq) ||
+	    T->connect(s.c, s.cq, &caps, "child", 5, NULL, NULL))
+		_exit(2);
+	if (buf_reg(T->conn_domain(s.c), &b, 64, 0))
+		_exit(3);
+	memcpy(b.p, "from-child", 10);
+	twr_init(&t, 1);
+	g = sge(&b, 0, 10);
+	if (T->post_send(s.c, &t.cqe, &g, 1))
+		_exit(4);
+	end = now_ms() + WAIT_MS;
+	while (!t.done && now_ms() < end) {
+		struct pollfd pf = { .fd = T->cq_fd(s.cq), .events = POLLIN };
+
+		drain(s.cq);
+		if (!t.done)
+			poll(&pf, 1, 20);
+	}
+	_exit(t.done && t.wc.status == RB_WC_SUCCESS ? 0 : 5);
+}
+
+static void test_peer_exit(struct rb_listener *l)
+{
+	struct pair pp = { 0 };
+	struct buf b = { 0 };
+	struct twr t[3];
+	struct rb_sge s;
+	const void *priv;
+	size_t plen;
+	int status = -1, rc = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		child_run();
+	ok(pid > 0, "fork peer process");
+	if (pid < 0)
+		return;
+	pp.p.c = get_request(l, &priv, &plen, NULL);
+	ok(pp.p.c && plen == 5 && memcmp(priv, "child", 5) == 0, "request from the child");
+	if (!pp.p.c) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		return;
+	}
+	pp.p.d = T->conn_domain(pp.p.c);
+	rc |= T->cq_create(pp.p.d, 64, &pp.p.cq);
+	rc |= T->accept(pp.p.c, pp.p.cq, &caps, NULL, 0);
+	rc |= buf_reg(pp.p.d, &b, 3 * 64, 0);
+	twr_init(t, 3);
+	for (int i = 0; i < 3; i++) {
+		s = sge(&b, (size_t)i * 64, 64);
+		rc |= T->post_recv(pp.p.c, &t[i].cqe, &s, 1);
+	}
+	is_int(rc, 0, "accept the child and post receives");
+	ok(wait_done(&pp, t, 3, WAIT_MS), "receives complete after the child exits");
+	ok(t[0].wc.status == RB_WC_SUCCESS && t[0].wc.byte_len == 10 &&
+	   memcmp(b.p, "from-child", 10) == 0, "child's message arrived");
+	ok(t[1].wc.status == RB_WC_FLUSH_ERR && t[2].wc.status == RB_WC_FLUSH_ERR,
+	   "remaining receives flush when the peer process is gone");
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child saw its send complete (%d)",
+	   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	pair_close(&pp, NULL, 0);
+	buf_free(&b);
+}
+
+/* ---- tcp only: listener robustness ------------------------------------------ */
+
+static int raw_connect(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(lep.port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	inet_pton(AF_INET, lep.host, &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* true once the listener closed our raw socket */
+static bool raw_closed(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static void test_listener_robust(struct rb_listener *l)
+{
+	/* Same layout as the transport's header: a HELLO with 4 bytes of data. */
+	uint8_t hello[36] = { 1, 0, 0, 0, 4, 0, 0, 0 };
+	uint64_t magic = 0x5242544350000001ull, t0, t1;
+	struct rb_conn *req;
+	const void *priv;
+	size_t plen;
+	int silent, bad, slow, ret;
+	bool closed = false, got = false;
+
+	silent = raw_connect();
+	ok(silent >= 0, "raw connect");
+	if (silent < 0)
+		return;
+	t0 = now_ms();
+	ret = T->listener_get(l, &req, &priv, &plen);
+	while (ret == -EAGAIN && now_ms() - t0 < 100)
+		ret = T->listener_get(l, &req, &priv, &plen);
+	t1 = now_ms();
+	is_int(ret, -EAGAIN, "silent peer: listener_get returns -EAGAIN");
+	ok(t1 - t0 < 500, "silent peer: listener_get does not block");
+
+	/* A HELLO that arrives in two pieces still makes a request. */
+	memcpy(hello + 24, &magic, 8);
+	memcpy(hello + 32, "slow", 4);
+	slow = raw_connect();
+	ok(slow >= 0 && send(slow, hello, 10, MSG_NOSIGNAL) == 10, "slow peer sends part");
+	for (int i = 0; i < 5; i++) {
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		poll(&pf, 1, 20);
+		ret = T->listener_get(l, &req, &priv, &plen);
+		ok(ret == -EAGAIN || i, "partial HELLO: no request yet");
+		if (ret == 0)
+			T->reject(req, NULL, 0);
+	}
+	ok(send(slow, hello + 10, sizeof(hello) - 10, MSG_NOSIGNAL) == sizeof(hello) - 10,
+	   "slow peer sends the rest");
+	req = get_request(l, &priv, &plen, NULL);
+	got = req && plen == 4 && memcmp(priv, "slow", 4) == 0;
+	ok(got, "request once the HELLO is complete");
+	if (req)
+		T->reject(req, NULL, 0);
+	close(slow);
+
+	bad = raw_connect();
+	ok(bad >= 0 && send(bad, "GET / HTTP/1.0\r\n\r\n0123456789abcdef", 34, MSG_NOSIGNAL) == 34,
+	   "garbage peer connects");
+	for (uint64_t end = now_ms() + 2000; now_ms() < end && !raw_closed(bad);) {
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		poll(&pf, 1, 20);
+		if (T->listener_get(l, &req, &priv, &plen) == 0)
+			T->reject(req, NULL, 0);
+	}
+	ok(raw_closed(bad), "garbage peer is closed");
+	close(bad);
+
+	for (uint64_t end = t0 + 3000; now_ms() < end && !closed;) {
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		poll(&pf, 1, 50);
+		if (T->listener_get(l, &req, &priv, &plen) == 0)
+			T->reject(req, NULL, 0);
+		closed = raw_closed(silent);
+	}
+	t1 = now_ms();
+	ok(closed, "silent peer is closed by the listener");
+	ok(t1 - t0 >= 900 && t1 - t0 < 2500, "after about 1 s (%llu ms)",
+	   (unsigned long long)(t1 - t0));
+	close(silent);
+	{
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		while (T->listener_get(l, &req, &priv, &plen) == 0)
+			T->reject(req, NULL, 0);
+		ok(poll(&pf, 1, 0) == 0, "idle listener fd is not readable");
+	}
+}
+
+static void test_listen_any(void)
+{
+	struct rb_listener *l2;
+	struct rb_endpoint save = lep;
+	struct pair pp;
+	uint16_t port;
+
+	if (free_port("127.0.0.1", &port)) {
+		ok(0, "free port for any-address listener");
+		return;
+	}
+	lep.host[0] = '\0';
+	lep.port = port;
+	is_int(T->listen(&lep, &opts, &l2), 0, "listen on the any address");
+	snprintf(lep.host, sizeof(lep.host), "127.0.0.1");
+	if (l2) {
+		is_int(pair_open(l2, &pp), 0, "IPv4 connect to the any-address listener");
+		pair_close(&pp, NULL, 0);
+		T->listener_close(l2);
+	}
+	lep = save;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	const char *name = argc > 1 ? argv[1] : getenv("RB_TEST_TRANSPORT");
+	const char *addr = getenv("RB_TEST_ADDR");
+	struct rb_listener *l = NULL;
+	int ret = -1;
+
+	if (!name || !*name)
+		name = "tcp";
+	if (!addr || !*addr)
+		addr = "127.0.0.1";
+	rb_log_init("test-tcp-transport", RB_LOG_WARN);
+	T = rb_transport_find(name);
+	if (!T) {
+		printf("# SKIP transport \"%s\" is not built in (have: %s)\n", name,
+		       rb_transport_names());
+		return 77;
+	}
+	is_tcp = strcmp(name, "tcp") == 0;
+	rb_transport_opts_init(&opts);
+	opts.connect_timeout_ms = 3000;
+	snprintf(lep.host, sizeof(lep.host), "%s", addr);
+	printf("# transport %s, address %s\n", name, addr);
+	/* Another process may grab the port between probe and listen: retry. */
+	for (int i = 0; i < 5 && (ret == -1 || ret == -EADDRINUSE); i++) {
+		if (free_port(addr, &lep.port))
+			continue;
+		ret = T->listen(&lep, &opts, &l);
+	}
+	if (ret) {
+		printf("# SKIP cannot listen on %s with %s: %s\n", addr, name, strerror(-ret));
+		return 77;
+	}
+	test_handshake(l);
+	test_reject(l);
+	test_send_recv(l);
+	test_ordering(l);
+	test_rdma_ops(l);
+	test_echo(l);
+	test_bidir(l);
+	test_refused(l, BAD_KEY, "write with wrong rkey");
+	test_refused(l, BAD_KEY_BIG, "4 MiB write with wrong rkey");
+	test_refused(l, BAD_SEND_BIG, "4 MiB send into a 128-byte receive");
+	test_refused(l, BAD_BOUNDS, "write beyond region");
+	test_refused(l, BAD_LOCAL_RKEY, "read of local-only region (rkey 0)");
+	test_refused(l, BAD_LOCAL_LKEY, "read with the lkey as rkey");
+	test_refused(l, BAD_NOACCESS, "read of write-only region");
+	test_refused(l, BAD_OVERFLOW, "write at UINT64_MAX-10");
+	test_len_err(l, false);
+	if (is_tcp)
+		test_len_err(l, true); /* rdma would retry RNR instead */
+	test_disconnect(l);
+	test_peer_exit(l);
+	if (is_tcp) {
+		test_rnr_wait(l);
+		test_listener_robust(l);
+		test_listen_any();
+	}
+	T->listener_close(l);
+	return tap_done();
+}
