@@ -129,6 +129,9 @@ struct rb_transport_ops {
 	int (*domain_open)(const struct rb_transport_opts *opts, struct rb_domain **out);
 	void (*domain_close)(struct rb_domain *d);
 
+	/* A registered region keeps its domain alive until dereg_mr (like an
+	 * MR keeps its PD busy), so a domain got from conn_domain() stays
+	 * valid for as long as the engine holds regions on it. */
 	int (*reg_mr)(struct rb_domain *d, void *addr, size_t len, unsigned int access,
 		      struct rb_mr **out);
 	void (*dereg_mr)(struct rb_mr *mr);

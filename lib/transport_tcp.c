@@ -246,6 +246,10 @@ static int tcp_reg_mr(struct rb_domain *dom, void *addr, size_t len, unsigned in
 		goto out_unlock;
 	d->mrs[d->nmr++] = mr;
 	pthread_rwlock_unlock(&d->lock);
+	/* A region keeps its domain alive, as an MR keeps its PD busy. */
+	pthread_mutex_lock(&g_dom_lock);
+	d->refs++;
+	pthread_mutex_unlock(&g_dom_lock);
 	*out = mr;
 	return 0;
 
@@ -272,6 +276,7 @@ static void tcp_dereg_mr(struct rb_mr *mr)
 			}
 		}
 		pthread_rwlock_unlock(&d->lock);
+		tcp_dom_put(d);
 	}
 	free(mr);
 }

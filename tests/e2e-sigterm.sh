@@ -12,8 +12,8 @@ start_initiator ini "tcp://127.0.0.1:$port/disk0" --queues 2
 uri=$(nbd_uri ini disk0)
 
 # Initiator first: a clean detach while idle.
-rc=$(stop_and_status "$T/ini.pid")
-[ "$rc" -eq 0 ] || fail "initiator exited $rc on SIGTERM"
+stop_and_status "$T/ini.pid"
+[ "$stop_rc" -eq 0 ] || fail "initiator exited $stop_rc on SIGTERM"
 grep -q "session .* disk0" "$T/target.log" || fail "no session logged"
 
 start_initiator ini2 "tcp://127.0.0.1:$port/disk0" --queues 2
@@ -22,8 +22,8 @@ fio --name=load --ioengine=nbd --uri="$uri" --rw=randwrite --bs=64k --iodepth=16
 	--time_based --runtime=20 --size=32M --output="$T/fio.log" &
 fio_pid=$!
 sleep 2
-rc=$(stop_and_status "$T/target.pid")
-[ "$rc" -eq 0 ] || fail "target exited $rc on SIGTERM"
+stop_and_status "$T/target.pid"
+[ "$stop_rc" -eq 0 ] || fail "target exited $stop_rc on SIGTERM"
 grep -q "draining" "$T/target.log" || fail "target did not log draining"
 grep -q "stopped" "$T/target.log" || fail "target did not finish stopping"
 wait $fio_pid || true

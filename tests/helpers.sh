@@ -98,15 +98,15 @@ stop_pidfile() {
 	rm -f "$f"
 }
 
-# Exit status of a daemon stopped with stop_pidfile is lost; this keeps it.
-# stop_and_status FILE: echo the exit code of the process.
+# stop_and_status FILE: SIGTERM the daemon and wait for it; its exit code is
+# left in $stop_rc (not echoed: wait only works in the shell that started it).
 stop_and_status() {
-	local f=$1 pid rc=0
+	local f=$1 pid
 	pid=$(cat "$f")
+	stop_rc=0
 	kill -TERM "$pid"
-	wait "$pid" || rc=$?
+	wait "$pid" || stop_rc=$?
 	rm -f "$f"
-	echo "$rc"
 }
 
 # write_target_conf FILE PORT EXPORT PATH [extra export lines...]
