@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,14 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 	if (ret)
 		return ret;
 	if (!domain) {
+		static char anchor_buf[64];
+		static struct rb_mr *anchor;
+
 		domain = ops->conn_domain(q->conn);
+		/* A region keeps the domain alive across this host's connections. */
+		ret = ops->reg_mr(domain, anchor_buf, sizeof(anchor_buf), RB_ACCESS_LOCAL, &anchor);
+		if (ret)
+			return ret;
 		ret = ops->cq_create(domain, 256, &cq);
 		if (ret)
 			return ret;
@@ -128,8 +136,12 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 	ret = ops->connect(q->conn, cq, &caps, &req, sizeof(req), &back, &back_len);
 	if (ret == -ECONNREFUSED && reason)
 		*reason = back_len >= sizeof(back.rej) ? rb_from_le16(back.rej.reason) : 0xffff;
-	if (ret)
+	if (ret) {
+		ops->conn_destroy(q->conn);
+		ops->dereg_mr(q->mr);
+		munmap(q->mem, size);
 		return ret;
+	}
 	/* The target sends nothing unsolicited: posting now is in time. */
 	for (int i = 0; i < DEPTH; i++)
 		if ((ret = post_recv(q, i)))
@@ -161,11 +173,17 @@ static int command(struct queue *q, uint32_t extra, uint64_t *result)
 		return ret;
 	/* Responses land in any posted slot; find the completed one. */
 	for (int waited = 0; waited < 5000; waited += 10) {
+		bool flushed = false;
+
 		for (int i = 0; i < DEPTH; i++) {
 			if (!q->recv[i].done)
 				continue;
-			if (q->recv[i].wc.status != RB_WC_SUCCESS)
-				return -ECONNRESET;
+			/* A response may be followed by the close it announced:
+			 * take the response before reporting the flush. */
+			if (q->recv[i].wc.status != RB_WC_SUCCESS) {
+				flushed = true;
+				continue;
+			}
 			if (result)
 				*result = rb_from_le64(q->rsp[i].result);
 			ret = rb_from_le16(q->rsp[i].status);
@@ -173,6 +191,8 @@ static int command(struct queue *q, uint32_t extra, uint64_t *result)
 				return -EIO;
 			return ret;
 		}
+		if (flushed)
+			return -ECONNRESET;
 		struct waiter dummy = { 0 };
 
 		wait_for(&dummy, 10);
