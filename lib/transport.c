@@ -21,9 +21,14 @@ static uint32_t default_conn_qpn(struct rb_conn *c)
 	return 0;
 }
 
+/* Verbs post straight to the device: nothing to batch. */
+static void default_cq_cork(struct rb_cq *cq, bool on)
+{
+}
+
 static const struct rb_transport_ops *const builtin[] = {
 	&rb_tcp_transport,
-#ifdef HAVE_RDMA_TRANSPORT
+#ifdef HAVE_RDMA
 	&rb_rdma_transport,
 #endif
 };
@@ -42,6 +47,8 @@ static void fill_defaults(void)
 			filled[i].conn_peer = default_conn_peer;
 		if (!filled[i].conn_qpn)
 			filled[i].conn_qpn = default_conn_qpn;
+		if (!filled[i].cq_cork)
+			filled[i].cq_cork = default_cq_cork;
 	}
 }
 
@@ -56,7 +63,7 @@ const struct rb_transport_ops *rb_transport_find(const char *name)
 
 const char *rb_transport_names(void)
 {
-#ifdef HAVE_RDMA_TRANSPORT
+#ifdef HAVE_RDMA
 	return "tcp, rdma";
 #else
 	return "tcp";

@@ -22,6 +22,7 @@
 #ifndef RB_TRANSPORT_H
 #define RB_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -145,6 +146,10 @@ struct rb_transport_ops {
 	int (*cq_arm)(struct rb_cq *cq);
 	/* Returns number of completions written to wc (0..n) or -errno. */
 	int (*cq_poll)(struct rb_cq *cq, struct rb_wc *wc, int n);
+	/* Optional: while corked, posts on this CQ's connections may be held
+	 * and sent together at uncork (doorbell batching).  A reactor corks
+	 * while it handles a round of events and uncorks before it waits. */
+	void (*cq_cork)(struct rb_cq *cq, bool on);
 
 	/* Passive side. */
 	int (*listen)(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,

@@ -446,7 +446,8 @@ void tcp_conn_kick(struct tcp_conn *c)
 		c->dirty_next = c->cq->dirty;
 		c->cq->dirty = c;
 	}
-	if (!c->cq->in_poll)
+	/* Corked: the owner uncorks (and so writes) before it sleeps. */
+	if (!c->cq->in_poll && !c->cq->corked)
 		cq_signal(c->cq);
 }
 
@@ -593,6 +594,24 @@ static int tcp_cq_arm(struct rb_cq *rcq)
 	return 0;
 }
 
+/*
+ * Corking batches the frames a reactor posts while it handles one round of
+ * events into one sendmsg per connection; uncorking writes them out.
+ */
+static void tcp_cq_cork(struct rb_cq *rcq, bool on)
+{
+	struct tcp_cq *cq = to_cq(rcq);
+
+	cq->corked = on;
+	if (on)
+		return;
+	cq->in_poll = true;
+	cq_flush_dirty(cq);
+	cq->in_poll = false;
+	if (cq->done.head || cq->dirty)
+		cq_signal(cq);
+}
+
 static struct rb_domain *tcp_conn_domain(struct rb_conn *c)
 {
 	return (struct rb_domain *)to_conn(c)->dom;
@@ -619,6 +638,7 @@ const struct rb_transport_ops rb_tcp_transport = {
 	.cq_fd = tcp_cq_fd,
 	.cq_arm = tcp_cq_arm,
 	.cq_poll = tcp_cq_poll,
+	.cq_cork = tcp_cq_cork,
 	.listen = tcp_listen,
 	.listener_close = tcp_listener_close,
 	.listener_fd = tcp_listener_fd,

@@ -774,8 +774,8 @@ static int post(struct tcp_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg,
 	q_push(&c->txq, w);
 	if (c->want_out)
 		return 0;
-	if (c->cq->batch)
-		tcp_conn_kick(c); /* written by the caller's next cq_poll */
+	if (c->cq->batch || c->cq->corked)
+		tcp_conn_kick(c); /* written by the next cq_poll or the uncork */
 	else
 		tcp_tx_progress(c);
 	if (c->rx_kick && c->state == ST_CONNECTED)

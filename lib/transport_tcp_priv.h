@@ -103,6 +103,7 @@ struct tcp_cq {
 	bool efd_armed;
 	bool in_poll; /* inside cq_poll/cq_arm: completions need no wakeup */
 	bool batch; /* last cq_poll filled wc[]: caller polls again, defer writes */
+	bool corked; /* cq_cork: posts are held until uncork (one sendmsg per batch) */
 	struct tcp_q done;
 	struct tcp_conn *dirty; /* conns with deferred writes/acks */
 	unsigned int nconns;

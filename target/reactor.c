@@ -214,9 +214,14 @@ static void reactor_loop(struct tgt_reactor *r)
 				rb_err("reactor %d: io_uring_submit: %s", r->id, strerror(errno));
 			r->sq_pending = 0;
 		}
+		/* Everything this round posted goes out now, in one go per conn. */
+		for (int i = 0; i < r->nr_cqctx; i++)
+			r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, false);
 		if (stop_seen && !r->queues)
 			break;
 		n = epoll_wait(r->epfd, evs, (int)RB_ARRAY_SIZE(evs), timeout);
+		for (int i = 0; i < r->nr_cqctx; i++)
+			r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, true);
 		if (n < 0 && errno != EINTR) {
 			rb_err("reactor %d: epoll_wait: %s", r->id, strerror(errno));
 			break;
