@@ -162,6 +162,8 @@ struct rb_transport_ops {
 			    size_t *priv_len);
 	/* Domain the request arrived on (register buffers there before accept). */
 	struct rb_domain *(*conn_domain)(struct rb_conn *c);
+	/* On failure the connection is still a request: the caller rejects it
+	 * (which frees it); receives posted on it go without completions. */
 	int (*accept)(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
 		      const void *priv, size_t priv_len);
 	/* Reject and free the request. */

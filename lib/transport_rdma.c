@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * "rdma" transport: RC queue pairs over librdmacm + libibverbs.
+ *   transport_rdma.c     domains (one PD per device), memory regions, the ops table
+ *   transport_rdma_cq.c  the completion queue, its single pollable fd, completions
+ *   transport_rdma_io.c  queue pair setup and the data path
+ *   transport_rdma_cm.c  listen/accept/reject/connect, CM events
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <arpa/inet.h>
+
+#include "checked.h"
+#include "log.h"
+#include "transport_rdma_priv.h"
+
+static pthread_mutex_t rd_dom_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rd_domain *rd_domains;
+
+void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN];
+
+	if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
+	} else if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
+	} else {
+		snprintf(buf, len, "?");
+	}
+}
+
+int rd_set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+/* ---- domains ---------------------------------------------------------------- */
+
+/* The domain of a device, created on first use.  librdmacm keeps one
+ * ibv_context per device open, so the context pointer identifies it. */
+int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out)
+{
+	struct rd_domain *d;
+	int ret;
+
+	if (!verbs)
+		return -ENODEV;
+	pthread_mutex_lock(&rd_dom_lock);
+	for (d = rd_domains; d; d = d->next)
+		if (d->verbs == verbs)
+			break;
+	if (!d) {
+		d = calloc(1, sizeof(*d));
+		if (!d) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+		d->verbs = verbs;
+		snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(verbs->device));
+		ret = ibv_query_device(verbs, &d->attr);
+		if (ret) {
+			ret = -ret;
+			rb_err("rdma: query device %s: %s", d->name, strerror(-ret));
+			goto out_free;
+		}
+		d->pd = ibv_alloc_pd(verbs);
+		if (!d->pd) {
+			ret = errno ? -errno : -ENOMEM;
+			rb_err("rdma: allocate protection domain on %s: %s", d->name,
+			       strerror(-ret));
+			goto out_free;
+		}
+		rb_dbg("rdma: domain on %s (max_qp_wr %d, max_sge %d, max_cqe %d, rd_atom %d/%d)",
+		       d->name, d->attr.max_qp_wr, d->attr.max_sge, d->attr.max_cqe,
+		       d->attr.max_qp_rd_atom, d->attr.max_qp_init_rd_atom);
+		d->next = rd_domains;
+		rd_domains = d;
+	}
+	d->refs++;
+	*out = d;
+	pthread_mutex_unlock(&rd_dom_lock);
+	return 0;
+
+out_free:
+	free(d);
+out_unlock:
+	pthread_mutex_unlock(&rd_dom_lock);
+	return ret;
+}
+
+void rd_dom_hold(struct rd_domain *d)
+{
+	pthread_mutex_lock(&rd_dom_lock);
+	d->refs++;
+	pthread_mutex_unlock(&rd_dom_lock);
+}
+
+void rd_dom_put(struct rd_domain *d)
+{
+	struct rd_domain **pp;
+	int ret;
+
+	if (!d)
+		return;
+	pthread_mutex_lock(&rd_dom_lock);
+	if (--d->refs) {
+		pthread_mutex_unlock(&rd_dom_lock);
+		return;
+	}
+	for (pp = &rd_domains; *pp; pp = &(*pp)->next) {
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rd_dom_lock);
+	ret = ibv_dealloc_pd(d->pd);
+	if (ret)
+		rb_err("rdma: free protection domain on %s: %s", d->name, strerror(ret));
+	free(d);
+}
+
+/* No device named: the first one librdmacm knows. */
+static int rd_domain_open(const struct rb_transport_opts *opts, struct rb_domain **out)
+{
+	struct ibv_context **list;
+	int n = 0, ret;
+
+	(void)opts;
+	list = rdma_get_devices(&n);
+	if (!list || n <= 0) {
+		if (list)
+			rdma_free_devices(list);
+		rb_err("rdma: no RDMA devices found");
+		return -ENODEV;
+	}
+	ret = rd_dom_get(list[0], (struct rd_domain **)out);
+	rdma_free_devices(list);
+	return ret;
+}
+
+static void rd_domain_close(struct rb_domain *d)
+{
+	rd_dom_put((struct rd_domain *)d);
+}
+
+/* ---- memory regions --------------------------------------------------------- */
+
+static void memlock_hint(const struct rd_domain *d, size_t len, int err)
+{
+	struct rlimit rl;
+	char cur[32] = "unknown";
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+		if (rl.rlim_cur == RLIM_INFINITY)
+			snprintf(cur, sizeof(cur), "unlimited");
+		else
+			snprintf(cur, sizeof(cur), "%llu KiB",
+				 (unsigned long long)rl.rlim_cur / 1024);
+	}
+	rb_err("rdma %s: cannot register %zu bytes of memory: %s; the locked-memory limit "
+	       "(RLIMIT_MEMLOCK) is %s: raise it (ulimit -l unlimited, or LimitMEMLOCK=infinity "
+	       "in the systemd unit)",
+	       d->name, len, strerror(err), cur);
+}
+
+static int rd_reg_mr(struct rb_domain *rd, void *addr, size_t len, unsigned int access,
+		     struct rb_mr **out)
+{
+	struct rd_domain *d = (struct rd_domain *)rd;
+	int flags = IBV_ACCESS_LOCAL_WRITE, ret;
+	uintptr_t end;
+	struct rd_mr *m;
+
+	if (!d || !addr || !len || !out ||
+	    (access & ~(RB_ACCESS_REMOTE_READ | RB_ACCESS_REMOTE_WRITE)) ||
+	    rb_add_overflow((uintptr_t)addr, len, &end))
+		return -EINVAL;
+	if (access & RB_ACCESS_REMOTE_READ)
+		flags |= IBV_ACCESS_REMOTE_READ;
+	if (access & RB_ACCESS_REMOTE_WRITE)
+		flags |= IBV_ACCESS_REMOTE_WRITE;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	errno = 0;
+	m->mr = ibv_reg_mr(d->pd, addr, len, flags);
+	if (!m->mr) {
+		ret = errno ? -errno : -ENOMEM;
+		if (ret == -ENOMEM || ret == -EPERM)
+			memlock_hint(d, len, -ret);
+		else
+			rb_err("rdma %s: cannot register %zu bytes of memory: %s", d->name, len,
+			       strerror(-ret));
+		free(m);
+		return ret;
+	}
+	m->pub.addr = addr;
+	m->pub.length = len;
+	m->pub.lkey = m->mr->lkey;
+	m->pub.rkey = access ? m->mr->rkey : 0;
+	m->pub.access = access;
+	m->pub.domain = rd;
+	rd_dom_hold(d);
+	*out = &m->pub;
+	return 0;
+}
+
+static void rd_dereg_mr(struct rb_mr *pub)
+{
+	struct rd_mr *m = (struct rd_mr *)pub;
+	struct rd_domain *d;
+	int ret;
+
+	if (!m)
+		return;
+	d = (struct rd_domain *)m->pub.domain;
+	ret = ibv_dereg_mr(m->mr);
+	if (ret)
+		rb_err("rdma %s: deregister %zu bytes: %s", d->name, m->pub.length, strerror(ret));
+	free(m);
+	rd_dom_put(d);
+}
+
+const char *rd_op_name(unsigned int op)
+{
+	static const char *const names[] = { "send", "receive", "RDMA READ", "RDMA WRITE" };
+
+	return op < RB_ARRAY_SIZE(names) ? names[op] : "?";
+}
+
+/* ---- small accessors ------------------------------------------------------------ */
+
+static struct rb_domain *rd_conn_domain(struct rb_conn *c)
+{
+	return (struct rb_domain *)to_rconn(c)->dom;
+}
+
+static void rd_conn_peer(struct rb_conn *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", to_rconn(c)->peer);
+}
+
+static uint32_t rd_conn_qpn(struct rb_conn *c)
+{
+	return to_rconn(c)->qpn;
+}
+
+const struct rb_transport_ops rb_rdma_transport = {
+	.name = "rdma",
+	.domain_open = rd_domain_open,
+	.domain_close = rd_domain_close,
+	.reg_mr = rd_reg_mr,
+	.dereg_mr = rd_dereg_mr,
+	.cq_create = rd_cq_create,
+	.cq_destroy = rd_cq_destroy,
+	.cq_fd = rd_cq_fd,
+	.cq_arm = rd_cq_arm,
+	.cq_poll = rd_cq_poll,
+	.listen = rd_listen,
+	.listener_close = rd_listener_close,
+	.listener_fd = rd_listener_fd,
+	.listener_get = rd_listener_get,
+	.conn_domain = rd_conn_domain,
+	.accept = rd_accept,
+	.reject = rd_reject,
+	.conn_create = rd_conn_create,
+	.connect = rd_connect,
+	.disconnect = rd_disconnect,
+	.conn_destroy = rd_conn_destroy,
+	.post_recv = rd_post_recv,
+	.post_send = rd_post_send,
+	.post_read = rd_post_read,
+	.post_write = rd_post_write,
+	.conn_peer = rd_conn_peer,
+	.conn_qpn = rd_conn_qpn,
+};
+

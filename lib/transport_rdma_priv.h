@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the "rdma" transport (librdmacm + libibverbs), shared by
+ * transport_rdma.c (domains, memory), transport_rdma_cq.c (completion
+ * queue), transport_rdma_io.c (QP, data path) and transport_rdma_cm.c
+ * (connection management).
+ */
+#ifndef RB_TRANSPORT_RDMA_PRIV_H
+#define RB_TRANSPORT_RDMA_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "transport.h"
+
+/*
+ * Private data framing.  IB CM messages carry fixed-size private data
+ * fields (REQ 56 bytes after the rdma_cm header, REP 196, REJ 148) and the
+ * peer sees the whole field, so the sender's length is carried in a
+ * 2-byte header: magic, length.
+ */
+#define RD_PRIV_MAGIC 0xb5
+#define RD_PRIV_HDR 2
+#define RD_PRIV_CONNECT_MAX (56 - RD_PRIV_HDR)
+#define RD_PRIV_ACCEPT_MAX (196 - RD_PRIV_HDR)
+#define RD_PRIV_REJECT_MAX (148 - RD_PRIV_HDR)
+#define RD_PRIV_BUF 196
+
+#define RD_DEFAULT_TIMEOUT_MS 5000
+#define RD_RESOLVE_STEP_MS 500 /* see resolve_one */
+#define RD_DEFAULT_RETRY 7
+#define RD_DEFAULT_RNR_RETRY 7 /* 7 = retry forever: RNR means "slow", not "dead" */
+#define RD_POLL_BATCH 32
+#define RD_LISTEN_BACKLOG 128
+
+/* wr_id = cqe pointer | opcode: flushed completions carry no valid opcode. */
+#define RD_WRID_OPMASK 3ull
+
+/* One ibv_context (device) and our PD on it; shared, refcounted. */
+struct rd_domain {
+	struct rd_domain *next;
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	unsigned int refs; /* under rd_dom_lock */
+	char name[IBV_SYSFS_NAME_MAX];
+};
+
+struct rd_mr {
+	struct rb_mr pub; /* first: the engine's handle */
+	struct ibv_mr *mr;
+};
+
+/* A work request that never reached a QP: a receive posted before the QP
+ * existed, or a post on a dead connection; completed by software. */
+struct rd_swr {
+	struct rd_swr *next;
+	struct rd_conn *conn;
+	struct rb_cqe *cqe;
+	enum rb_wc_opcode opcode;
+	int nsge;
+	struct ibv_sge sge[RB_MAX_SGE];
+};
+
+struct rd_qpmap {
+	uint32_t qpn;
+	struct rd_conn *conn; /* NULL: free slot */
+};
+
+struct rd_cq {
+	struct rd_domain *dom;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct rdma_event_channel *cm_ch; /* CM events of the conns attached here */
+	int epfd; /* cq_fd: comp channel, cm channel, eventfd */
+	int efd; /* readable while software completions wait */
+	bool efd_set;
+	int cqe; /* current CQ size */
+	uint32_t used; /* QP queue depths attached (sq + rq), must fit in cqe */
+	struct rd_swr *sw_head, *sw_tail;
+	struct rd_qpmap *map;
+	uint32_t map_cap, map_n;
+	struct rd_conn *last; /* qpn lookup cache */
+};
+
+enum rd_state {
+	RD_RESOLVED, /* active side: address and route resolved */
+	RD_REQUEST, /* passive side: handed out by listener_get */
+	RD_ACCEPTED, /* passive side: rdma_accept done, ESTABLISHED pending */
+	RD_CONNECTED,
+	RD_DEAD, /* disconnected or failed; QP (if any) in error state */
+};
+
+struct rd_listener;
+
+struct rd_conn {
+	struct rb_conn pub; /* first: the engine's handle */
+	struct rdma_cm_id *id;
+	struct rdma_event_channel *own_ch; /* active side until connected */
+	struct rd_listener *lst; /* passive side until accept/reject */
+	struct rd_domain *dom;
+	struct rd_cq *cq;
+	struct rb_transport_opts opts;
+	enum rd_state state;
+	bool disconnected; /* rdma_disconnect / QP to error done */
+	bool in_map;
+	int lost; /* atomic: CM said the request died before accept */
+	uint32_t qpn;
+	uint32_t max_sge, max_inline, qp_depth;
+	struct rd_swr *early, *early_tail; /* receives posted before the QP exists */
+	unsigned int nearly;
+	/* From the CONNECT_REQUEST, in our perspective (the CM swaps them):
+	 * READs we may issue, READs the peer will issue to us. */
+	uint8_t req_init_depth, req_resp_res;
+	uint8_t priv[RD_PRIV_BUF]; /* request's private data (passive side) */
+	size_t priv_len;
+	char peer[272]; /* "host:port" (a name until resolved) */
+};
+
+struct rd_listener {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rb_transport_opts opts;
+	pthread_mutex_t lock;
+	unsigned int refs; /* the listener itself + requests not yet accepted/rejected */
+	char name[80];
+};
+
+extern const struct rb_transport_ops rb_rdma_transport;
+
+static inline struct rd_conn *to_rconn(struct rb_conn *c)
+{
+	return (struct rd_conn *)c;
+}
+
+/* transport_rdma.c */
+int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out);
+void rd_dom_hold(struct rd_domain *d);
+void rd_dom_put(struct rd_domain *d);
+void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+int rd_set_nonblock(int fd);
+const char *rd_op_name(unsigned int op);
+
+/* transport_rdma_cq.c */
+int rd_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out);
+void rd_cq_destroy(struct rb_cq *cq);
+int rd_cq_fd(struct rb_cq *cq);
+int rd_cq_arm(struct rb_cq *cq);
+int rd_cq_poll(struct rb_cq *cq, struct rb_wc *wc, int n);
+int rd_map_add(struct rd_cq *cq, struct rd_conn *c);
+void rd_map_del(struct rd_cq *cq, struct rd_conn *c);
+void rd_sw_complete(struct rd_cq *cq, struct rd_swr *w);
+void rd_sw_purge(struct rd_cq *cq, struct rd_conn *c);
+void rd_flush_early(struct rd_conn *c);
+void rd_drop_early(struct rd_conn *c);
+
+/* transport_rdma_io.c */
+int rd_qp_setup(struct rd_conn *c, struct rd_cq *cq, const struct rb_conn_caps *caps);
+void rd_qp_teardown(struct rd_conn *c);
+int rd_post_recv(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
+int rd_post_send(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
+int rd_post_read(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
+		 uint64_t raddr, uint32_t rkey);
+int rd_post_write(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
+		  uint64_t raddr, uint32_t rkey);
+
+/* transport_rdma_cm.c */
+int rd_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+	      struct rb_listener **out);
+void rd_listener_close(struct rb_listener *l);
+int rd_listener_fd(struct rb_listener *l);
+int rd_listener_get(struct rb_listener *l, struct rb_conn **out, const void **priv,
+		    size_t *priv_len);
+int rd_accept(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+	      const void *priv, size_t priv_len);
+int rd_reject(struct rb_conn *c, const void *priv, size_t priv_len);
+int rd_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+		   struct rb_conn **out);
+int rd_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+	       const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
+void rd_disconnect(struct rb_conn *c);
+void rd_conn_destroy(struct rb_conn *c);
+void rd_cm_event(struct rd_cq *cq, struct rdma_cm_event *ev);
+
+#endif
