@@ -100,23 +100,29 @@ static int queue_alloc(struct tgt_queue *q)
 	const struct rb_transport_ops *ops = q->cx->ops;
 	int ret;
 
+	/*
+	 * Twice as many requests as credits: the host may see a response and
+	 * reuse its command id before our SEND completion frees the request
+	 * (RC delivers the response before the local completion is polled).
+	 * At most depth commands are active (received, not yet answered).
+	 */
+	q->nr_reqs = (uint32_t)q->depth * 2;
 	q->recvs = calloc(q->depth, sizeof(*q->recvs));
-	q->reqs = calloc(q->depth, sizeof(*q->reqs));
+	q->reqs = calloc(q->nr_reqs, sizeof(*q->reqs));
 	q->capsules = aligned_alloc(64, (size_t)q->depth * sizeof(*q->capsules));
-	q->rsps = aligned_alloc(64, (size_t)q->depth * sizeof(*q->rsps));
+	q->rsps = aligned_alloc(64, (size_t)q->nr_reqs * sizeof(*q->rsps));
 	if (!q->recvs || !q->reqs || !q->capsules || !q->rsps)
 		return -ENOMEM;
 	ret = ops->reg_mr(q->cx->domain, q->capsules, (size_t)q->depth * sizeof(*q->capsules),
 			  RB_ACCESS_LOCAL, &q->capsule_mr);
 	if (ret)
 		return ret;
-	ret = ops->reg_mr(q->cx->domain, q->rsps, (size_t)q->depth * sizeof(*q->rsps),
+	ret = ops->reg_mr(q->cx->domain, q->rsps, (size_t)q->nr_reqs * sizeof(*q->rsps),
 			  RB_ACCESS_LOCAL, &q->rsp_mr);
 	if (ret)
 		return ret;
 	for (uint16_t i = 0; i < q->depth; i++) {
 		struct tgt_recv *rv = &q->recvs[i];
-		struct tgt_req *req = &q->reqs[i];
 
 		rv->q = q;
 		rv->cqe.done = recv_done;
@@ -126,6 +132,10 @@ static int queue_alloc(struct tgt_queue *q)
 			if (!rv->incap)
 				return -ENOBUFS;
 		}
+	}
+	for (uint32_t i = 0; i < q->nr_reqs; i++) {
+		struct tgt_req *req = &q->reqs[i];
+
 		req->q = q;
 		req->rsp = &q->rsps[i];
 		req->state = REQ_FREE;
@@ -209,7 +219,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 			break;
 	}
 	caps = (struct rb_conn_caps){
-		.max_send_wr = (uint32_t)q->depth * 3u,
+		.max_send_wr = q->nr_reqs * 2u, /* response + RDMA op each */
 		.max_recv_wr = q->depth,
 		.max_sge = 2,
 		.max_inline = RB_RESPONSE_SIZE,
@@ -296,7 +306,7 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 	q->r->pending_exec_tail = &q->r->pending_exec;
 	while (*q->r->pending_exec_tail)
 		q->r->pending_exec_tail = &(*q->r->pending_exec_tail)->next;
-	for (uint16_t i = 0; i < q->depth; i++) {
+	for (uint32_t i = 0; i < q->nr_reqs; i++) {
 		struct tgt_req *req = &q->reqs[i];
 
 		if (req->buf && req->buf_from_pool)
@@ -315,7 +325,7 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 
 static bool queue_idle(const struct tgt_queue *q)
 {
-	for (uint16_t i = 0; i < q->depth; i++)
+	for (uint32_t i = 0; i < q->nr_reqs; i++)
 		if (q->reqs[i].state != REQ_FREE)
 			return false;
 	return true;

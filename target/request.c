@@ -135,6 +135,9 @@ void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result)
 	req->status = status;
 	req->result = result;
 	req->state = REQ_COMPLETING;
+	/* Answered (or about to be): the host may reuse this credit now. */
+	assert(q->nr_active > 0);
+	q->nr_active--;
 	/* The receive's in-capsule data is no longer needed: repost it now so
 	 * the host's next command, sent as soon as it sees this response, has
 	 * a receive waiting. */
@@ -162,8 +165,9 @@ void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result)
 	q->wr_outstanding++;
 }
 
-static void transfer_to_host(struct tgt_req *req, uint32_t buf_off, uint32_t len, uint64_t addr,
-			     uint32_t key)
+/* Post the RDMA WRITE of data to the host; 0 or -errno (nothing posted). */
+static int transfer_to_host(struct tgt_req *req, uint32_t buf_off, uint32_t len, uint64_t addr,
+			    uint32_t key)
 {
 	struct tgt_queue *q = req->q;
 	struct rb_sge sg = { .addr = (char *)req->buf + buf_off, .length = len,
@@ -174,11 +178,11 @@ static void transfer_to_host(struct tgt_req *req, uint32_t buf_off, uint32_t len
 	if (ret) {
 		rb_err("queue %u (peer %s, qp %u): post RDMA WRITE: %s", q->qid, q->peer, q->qpn,
 		       strerror(-ret));
-		tgt_req_complete(req, RB_S_TRANSFER_ERROR, 0);
-		return;
+		return ret;
 	}
 	req->wr_pending++;
 	q->wr_outstanding++;
+	return 0;
 }
 
 /* Send the response for an executed command, with read data first. */
@@ -186,9 +190,10 @@ static void finish_executed(struct tgt_req *req)
 {
 	const struct rb_capsule *c = &req->cmd;
 
-	if (req->status == RB_S_SUCCESS && c->opcode == RB_OP_READ)
-		transfer_to_host(req, 0, rb_from_le32(c->length), rb_from_le64(c->sgl.addr),
-				 rb_from_le32(c->sgl.key));
+	if (req->status == RB_S_SUCCESS && c->opcode == RB_OP_READ &&
+	    transfer_to_host(req, 0, rb_from_le32(c->length), rb_from_le64(c->sgl.addr),
+			     rb_from_le32(c->sgl.key)))
+		req->status = RB_S_TRANSFER_ERROR;
 	tgt_req_complete(req, req->status, req->result);
 }
 
@@ -198,8 +203,9 @@ void tgt_req_reply_data(struct tgt_req *req, uint32_t buf_off, uint32_t len, uin
 {
 	uint64_t addr = rb_from_le64(req->cmd.sgl.addr) + buf_off;
 
-	if (status == RB_S_SUCCESS && len)
-		transfer_to_host(req, buf_off, len, addr, rb_from_le32(req->cmd.sgl.key));
+	if (status == RB_S_SUCCESS && len &&
+	    transfer_to_host(req, buf_off, len, addr, rb_from_le32(req->cmd.sgl.key)))
+		status = RB_S_TRANSFER_ERROR;
 	tgt_req_complete(req, status, result);
 }
 
@@ -447,7 +453,7 @@ void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 		return;
 	}
 	req = q->free_reqs;
-	if (!req) {
+	if (!req || q->nr_active >= q->depth) {
 		/* More commands than credits: the host ignored the queue depth. */
 		rb_err("queue %u (peer %s, qp %u): more than %u outstanding commands; closing",
 		       q->qid, q->peer, q->qpn, q->depth);
@@ -457,6 +463,7 @@ void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 	}
 	q->free_reqs = req->next;
 	req->next = NULL;
+	q->nr_active++;
 	req->cmd = *rv->capsule;
 	req->recv = rv;
 	req->state = REQ_NEW;

@@ -142,6 +142,8 @@ struct tgt_queue {
 	uint32_t qpn;
 	uint16_t qid;
 	uint16_t depth;
+	uint32_t nr_reqs; /* 2 x depth, see queue_alloc */
+	uint32_t nr_active; /* commands received and not yet answered */
 	uint32_t incapsule;
 	uint32_t max_rd; /* RDMA READs we may have outstanding */
 	uint32_t reads_inflight;

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmablk-initiator internals shared by session.c, queue.c and reactor.c.
+ * Frontends use session.h only.
+ */
+#ifndef RB_INITIATOR_H
+#define RB_INITIATOR_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bufpool.h"
+#include "session.h"
+#include "transport.h"
+#include "wire.h"
+
+#define INI_ADMIN_DEPTH 4 /* CONNECT/LIST, KEEPALIVE, DISCONNECT, spare */
+#define INI_ADMIN_BUF_SIZE 65536u /* LIST_EXPORTS: 240 entries */
+#define INI_MAX_CHUNK (1u << 20) /* cap on a slot buffer, whatever max_transfer says */
+#define INI_DEFAULT_INCAPSULE 8192u
+#define INI_TICK_MAX_MS 250u
+#define INI_WC_BATCH 32
+#define INI_TEARDOWN_MS 3000u /* flush wait at teardown */
+#define INI_DISCONNECT_MS 3000u /* DISCONNECT answer wait at close */
+
+/* One posted receive: a 16-byte response slot. */
+struct ini_recv {
+	struct rb_cqe cqe;
+	struct rb_queue *q;
+	struct rb_response *rsp;
+};
+
+struct rb_queue {
+	struct rb_session *s;
+	struct rb_reactor *r;
+	const struct rb_transport_ops *ops;
+	struct rb_conn *conn;
+	uint16_t qid;
+	uint32_t alloc_depth; /* slots/receives allocated (= requested depth) */
+	uint32_t depth; /* granted by the target: slots 0..depth-1 in use */
+	uint32_t incapsule; /* granted in-capsule write limit */
+	uint32_t buf_size; /* bytes per slot buffer */
+	uint32_t handle; /* export handle for capsules (0 on admin) */
+	uint32_t timeout_ms;
+
+	struct rb_bufpool pool; /* alloc_depth x buf_size, page aligned */
+	struct rb_mr *pool_mr; /* remote read + write */
+	struct rb_capsule *caps; /* one per slot, local only */
+	struct rb_mr *caps_mr;
+	struct rb_response *rsps; /* one per receive, local only */
+	struct rb_mr *rsps_mr;
+	struct rb_slot *slots;
+	struct ini_recv *recvs;
+	uint16_t *free_stack;
+	uint32_t nr_free;
+	uint32_t nr_inflight; /* slots with resp_pending */
+	int wr_outstanding; /* posted work requests not completed */
+
+	bool connected;
+	bool dead;
+	bool stalled; /* a command timed out and no answer came since */
+	bool no_repost; /* closing: receives already posted cover what is left */
+	atomic_bool gone; /* mirrors dead for other threads */
+	bool disconnected; /* ops->disconnect called */
+	char peer[320];
+	uint32_t qpn;
+
+	struct rb_slot_waiter *wait_head, *wait_tail;
+	struct rb_task reap_task; /* fail outstanding work after death */
+	struct rb_task wake_task; /* serve slot waiters */
+	struct rb_task kill_task; /* posted from another reactor: session lost */
+};
+
+struct rb_reactor {
+	int id;
+	struct rb_session *s;
+	pthread_t thread;
+	bool inited; /* ini_reactor_init succeeded; fini undoes it once */
+	bool started;
+	int epfd;
+	int wake_fd; /* eventfd: inbox */
+	int timer_fd;
+	uint32_t tick_ms;
+	bool busy_poll;
+	atomic_bool stop;
+
+	const struct rb_transport_ops *ops;
+	struct rb_domain *domain;
+	struct rb_cq *cq;
+	struct rb_poll cq_poll, wake_poll, timer_poll;
+
+	pthread_mutex_t inbox_lock;
+	struct rb_task *inbox_head, *inbox_tail;
+	struct rb_task *defer_head, *defer_tail;
+
+	struct rb_queue **queues; /* owned: timeouts are scanned per tick */
+	unsigned int nr_queues;
+	bool owns_admin;
+	bool leaked_queue; /* a queue on this CQ could not be freed: keep the CQ */
+};
+
+struct rb_session {
+	struct rb_session_params p;
+	char target[300]; /* "tcp://HOST:PORT" */
+	struct rb_export_info info;
+	struct rb_reactor *reactors;
+	unsigned int nr_reactors;
+	struct rb_queue admin;
+	struct rb_queue *queues;
+	unsigned int nr_queues;
+	uint32_t handle; /* export handle from CONNECT */
+	uint16_t granted_depth; /* CONNECT's per-queue depth limit */
+	bool connected; /* CONNECT succeeded: DISCONNECT at close */
+	bool closing; /* rb_session_close runs: losses are expected */
+	atomic_bool lost;
+
+	/* keep-alive, run by reactor 0 */
+	struct rb_io ka_io;
+	struct rb_slot *ka_slot;
+	bool ka_busy;
+	uint64_t ka_next_ms;
+};
+
+/* reactor.c */
+int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id);
+int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
+		       struct rb_domain *d, uint32_t depth);
+int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q);
+int ini_reactor_start(struct rb_reactor *r);
+void ini_reactor_stop(struct rb_reactor *r);
+void ini_reactor_fini(struct rb_reactor *r);
+/* Reactor not running: drive its CQ, deferred tasks and timeouts on the
+ * calling thread until cond(arg) holds or deadline_ms passes (-ETIMEDOUT). */
+int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
+		     uint64_t deadline_ms);
+/* One non-blocking pass of the above (CQ, deferred work, timeouts). */
+void ini_reactor_progress(struct rb_reactor *r);
+
+/* queue.c */
+struct ini_queue_cfg {
+	uint16_t qid;
+	uint32_t depth; /* requested */
+	uint32_t buf_size;
+	uint32_t incapsule; /* requested */
+	uint64_t session_id;
+	uint32_t handle;
+	uint32_t cq_depth; /* if the reactor's CQ is created for this queue */
+};
+/* Create, register, post receives, connect.  On failure the queue may hold
+ * resources: ini_queue_shutdown + ini_queue_free it like a live one. */
+int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reactor *r,
+		      const struct ini_queue_cfg *cfg);
+void ini_queue_fail(struct rb_queue *q, const char *why);
+void ini_queue_tick(struct rb_queue *q, uint64_t now_ms);
+void ini_queue_shutdown(struct rb_queue *q);
+bool ini_queue_quiet(const struct rb_queue *q);
+/* false: work requests still outstanding, the queue was leaked on purpose. */
+bool ini_queue_free(struct rb_queue *q);
+
+/* session.c */
+void ini_session_tick(struct rb_session *s, uint64_t now_ms);
+void ini_session_queue_died(struct rb_session *s, struct rb_queue *q);
+
+#endif

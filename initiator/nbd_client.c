@@ -1,0 +1,838 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NBD client connections: one state machine per connection, run by the
+ * reactor that owns the client's I/O queue.  Sockets are non-blocking and
+ * level-triggered; reading stops (EPOLLIN off) whenever the next step
+ * cannot proceed: no free slot, too many replies not yet written, output
+ * still pending in the handshake, or the server is draining.
+ */
+#include "config.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "log.h"
+#include "nbd_priv.h"
+
+#define IOV_BATCH 64
+#define READ_BUDGET 64 /* requests parsed per readiness event, for fairness */
+#define SCRATCH_SIZE 16384
+
+static _Thread_local uint8_t scratch[SCRATCH_SIZE];
+
+static void client_input(struct nbd_client *c);
+static void client_flush(struct nbd_client *c);
+static void client_close(struct nbd_client *c, const char *why);
+
+/* ---- requests ------------------------------------------------------------- */
+
+static struct nbd_req *req_alloc(struct nbd_client *c)
+{
+	struct nbd_req *req = c->free_reqs;
+
+	if (req) {
+		c->free_reqs = req->next;
+	} else {
+		req = malloc(sizeof(*req) + c->srv->max_slots * sizeof(req->slots[0]));
+		if (!req)
+			return NULL;
+	}
+	memset(req, 0, sizeof(*req));
+	req->c = c;
+	c->nr_reqs++;
+	return req;
+}
+
+static void req_put_slots(struct nbd_req *req)
+{
+	if (req->has_slots) {
+		rb_queue_slots_put(req->c->q, req->nr_slots, req->slots);
+		req->has_slots = false;
+	}
+}
+
+static void req_release(struct nbd_req *req)
+{
+	struct nbd_client *c = req->c;
+
+	req_put_slots(req);
+	req->next = c->free_reqs;
+	c->free_reqs = req;
+	c->nr_reqs--;
+}
+
+static size_t reply_len(const struct nbd_req *req)
+{
+	return sizeof(req->reply) + (req->data_reply ? req->length : 0);
+}
+
+/* Queue the reply; written after the current batch of completions. */
+static void queue_reply(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err)
+{
+	req->reply.magic = htobe32(NBD_SIMPLE_REPLY_MAGIC);
+	req->reply.error = htobe32(nbd_err);
+	req->sent = 0;
+	req->next = NULL;
+	if (c->rq_tail)
+		c->rq_tail->next = req;
+	else
+		c->rq_head = req;
+	c->rq_tail = req;
+	rb_reactor_defer(c->r, &c->flush_task);
+}
+
+static void req_done(struct rb_io *io, int err)
+{
+	struct nbd_req *req = io->priv;
+	struct nbd_client *c = req->c;
+
+	c->nr_io--;
+	if (c->closed) {
+		req_release(req);
+		rb_reactor_defer(c->r, &c->free_task);
+		return;
+	}
+	if (!err && req->type == NBD_CMD_READ)
+		req->data_reply = true; /* slots stay until the data went out */
+	else
+		req_put_slots(req);
+	queue_reply(c, req, nbd_errno_to_nbd(err));
+}
+
+static uint8_t rb_opcode_for(uint16_t type)
+{
+	switch (type) {
+	case NBD_CMD_READ: return RB_OP_READ;
+	case NBD_CMD_WRITE: return RB_OP_WRITE;
+	case NBD_CMD_FLUSH: return RB_OP_FLUSH;
+	case NBD_CMD_TRIM: return RB_OP_DISCARD;
+	default: return RB_OP_WRITE_ZEROES;
+	}
+}
+
+static void submit_req(struct nbd_client *c, struct nbd_req *req)
+{
+	struct rb_io *io = &req->io;
+	int ret;
+
+	memset(io, 0, sizeof(*io));
+	io->opcode = rb_opcode_for(req->type);
+	/* FUA matters only where data is written; the target refuses it on
+	 * the others, and NBD allows ignoring it there. */
+	if ((req->flags & NBD_CMD_FLAG_FUA) &&
+	    (io->opcode == RB_OP_WRITE || io->opcode == RB_OP_WRITE_ZEROES))
+		io->flags = RB_CMD_F_FUA;
+	if (io->opcode != RB_OP_FLUSH) {
+		io->offset = req->offset;
+		io->length = req->length;
+	}
+	io->nr_slots = req->nr_slots;
+	io->slots = req->slots;
+	io->done = req_done;
+	io->priv = req;
+	ret = rb_queue_submit(c->q, io);
+	if (ret) {
+		req_put_slots(req);
+		queue_reply(c, req, nbd_errno_to_nbd(ret));
+		return;
+	}
+	c->nr_io++;
+}
+
+/* A request that will not reach the target: consume any payload, reply. */
+static void refuse_req(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err)
+{
+	req_put_slots(req);
+	if (req->type == NBD_CMD_WRITE && req->length) {
+		req->reply.error = htobe32(nbd_err);
+		c->req = req;
+		c->skip = req->length;
+		c->st = CS_TX_DISCARD;
+		return;
+	}
+	c->req = NULL;
+	c->st = CS_TX_HDR;
+	queue_reply(c, req, nbd_err);
+}
+
+static void got_slots(struct nbd_client *c, struct nbd_req *req)
+{
+	req->has_slots = true;
+	if (req->type == NBD_CMD_WRITE) {
+		c->req = req;
+		c->payload_got = 0;
+		c->st = CS_TX_PAYLOAD;
+		return;
+	}
+	c->req = NULL;
+	c->st = CS_TX_HDR;
+	submit_req(c, req);
+}
+
+static void on_slots(struct rb_slot_waiter *w, int err)
+{
+	struct nbd_req *req = rb_container_of(w, struct nbd_req, w);
+	struct nbd_client *c = req->c;
+
+	if (err)
+		refuse_req(c, req, nbd_errno_to_nbd(err == -ETIMEDOUT ? -EIO : err));
+	else
+		got_slots(c, req);
+	client_input(c); /* reading was paused while we waited */
+}
+
+static void start_req(struct nbd_client *c, const struct nbd_req_hdr *h)
+{
+	struct nbd_req *req = req_alloc(c);
+	int ret;
+
+	if (!req) {
+		client_close(c, "out of memory");
+		return;
+	}
+	req->reply.handle = h->handle;
+	req->type = h->type;
+	req->flags = h->flags;
+	req->offset = h->offset;
+	req->length = h->length;
+	req->nr_slots = rb_queue_slots_for(c->q, rb_opcode_for(h->type), h->length);
+	ret = rb_queue_slots_get(c->q, req->nr_slots, req->slots);
+	if (ret == -EAGAIN) {
+		/* Backpressure: stop reading this client until slots free. */
+		req->w.fn = on_slots;
+		req->w.slots = req->slots;
+		req->w.n = req->nr_slots;
+		c->req = req;
+		c->st = CS_TX_WAIT_SLOTS;
+		rb_queue_slots_wait(c->q, &req->w);
+		return;
+	}
+	if (ret) {
+		refuse_req(c, req, nbd_errno_to_nbd(ret));
+		return;
+	}
+	got_slots(c, req);
+}
+
+/* A complete request header is in c->hdr. */
+static void handle_request(struct nbd_client *c)
+{
+	struct nbd_req_hdr h;
+	struct nbd_req *req;
+	uint32_t err;
+
+	c->hdr_got = 0;
+	if (!nbd_decode_request(c->hdr, &h)) {
+		client_close(c, "bad request magic (stream out of sync)");
+		return;
+	}
+	switch (nbd_check_request(&c->srv->exp, &h, &err)) {
+	case NBD_RC_DISCONNECT:
+		rb_dbg("nbd client %" PRIu64 ": NBD_CMD_DISC", c->id);
+		c->st = CS_TX_DISC;
+		return;
+	case NBD_RC_REPLY:
+		if (err)
+			rb_dbg("nbd client %" PRIu64 ": %s offset %" PRIu64 " length %u flags %#x "
+			       "refused: NBD error %u",
+			       c->id, nbd_cmd_name(h.type), h.offset, h.length, h.flags, err);
+		req = req_alloc(c);
+		if (!req) {
+			client_close(c, "out of memory");
+			return;
+		}
+		req->reply.handle = h.handle;
+		req->type = h.type;
+		req->length = h.length;
+		refuse_req(c, req, err);
+		return;
+	case NBD_RC_EXECUTE:
+		start_req(c, &h);
+		return;
+	}
+}
+
+/* ---- socket I/O ------------------------------------------------------------ */
+
+/* >0 bytes, 0 would block, <0 the client is gone (closed here). */
+static ssize_t c_read(struct nbd_client *c, void *buf, size_t len)
+{
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+
+		if (n > 0)
+			return n;
+		if (n == 0) {
+			client_close(c, c->st == CS_TX_HDR && c->hdr_got == 0 ?
+						"client closed the connection" :
+						"client closed the connection mid-message");
+			return -1;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		client_close(c, strerror(errno));
+		return -1;
+	}
+}
+
+static ssize_t c_readv(struct nbd_client *c, struct iovec *iov, int n)
+{
+	for (;;) {
+		ssize_t r = readv(c->fd, iov, n);
+
+		if (r > 0)
+			return r;
+		if (r == 0) {
+			client_close(c, "client closed the connection mid-write");
+			return -1;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		client_close(c, strerror(errno));
+		return -1;
+	}
+}
+
+/* Read until c->hdr holds want bytes; true when complete. */
+static bool read_hdr(struct nbd_client *c, uint32_t want, bool *stop)
+{
+	ssize_t n = c_read(c, c->hdr + c->hdr_got, want - c->hdr_got);
+
+	if (n <= 0) {
+		*stop = true;
+		return false;
+	}
+	c->hdr_got += (uint32_t)n;
+	return c->hdr_got == want;
+}
+
+static bool want_read(const struct nbd_client *c)
+{
+	if (c->closed)
+		return false;
+	switch (c->st) {
+	case CS_HS_FLAGS:
+	case CS_HS_OPT_HDR:
+	case CS_HS_OPT_DATA:
+	case CS_HS_OPT_SKIP:
+		/* A client must wait for our reply before its next option. */
+		return c->out.len == 0 && !c->draining;
+	case CS_TX_HDR:
+		return c->out.len == 0 && !c->draining && c->nr_reqs < c->srv->max_reqs;
+	case CS_TX_PAYLOAD:
+	case CS_TX_DISCARD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void update_events(struct nbd_client *c)
+{
+	uint32_t ev = 0;
+	int ret;
+
+	if (c->closed)
+		return;
+	if (want_read(c))
+		ev |= EPOLLIN;
+	if (c->out_blocked)
+		ev |= EPOLLOUT;
+	if (ev == c->events)
+		return;
+	ret = rb_reactor_mod(c->r, c->fd, ev, &c->poll);
+	if (ret) {
+		client_close(c, strerror(-ret));
+		return;
+	}
+	c->events = ev;
+}
+
+/* Done with everything after DISC or while draining: close. */
+static void maybe_finish(struct nbd_client *c)
+{
+	if (c->closed || c->nr_reqs || c->rq_head || c->out.len)
+		return;
+	if (c->st == CS_TX_DISC)
+		client_close(c, "client disconnected (NBD_CMD_DISC)");
+	else if (c->draining && c->st == CS_TX_HDR)
+		client_close(c, "server shutting down");
+}
+
+/* ---- handshake ------------------------------------------------------------- */
+
+static void handle_option(struct nbd_client *c, const uint8_t *data)
+{
+	const char *why;
+	enum nbd_opt_result res;
+
+	res = nbd_handle_option(&c->srv->exp, &c->hs, c->opt, data, c->opt_len, &c->out, &why);
+	rb_dbg("nbd client %" PRIu64 ": option %s (%u bytes)%s%s", c->id, nbd_opt_name(c->opt),
+	       c->opt_len, *why ? ": " : "", why);
+	if (c->out.oom) {
+		client_close(c, "out of memory");
+		return;
+	}
+	c->hdr_got = 0;
+	switch (res) {
+	case NBD_OPT_R_CONTINUE:
+		c->st = CS_HS_OPT_HDR;
+		break;
+	case NBD_OPT_R_TRANSMISSION:
+		free(c->opt_data);
+		c->opt_data = NULL;
+		c->st = CS_TX_HDR;
+		rb_info("nbd client %" PRIu64 " (%s): serving export '%s' on queue %u", c->id,
+			c->desc, c->srv->exp.name, rb_queue_id(c->q));
+		break;
+	case NBD_OPT_R_CLOSE:
+		rb_info("nbd client %" PRIu64 " (%s): handshake ended: %s", c->id, c->desc, why);
+		c->st = CS_HS_CLOSING;
+		break;
+	}
+	client_flush(c);
+}
+
+static void handshake_step(struct nbd_client *c, bool *stop)
+{
+	struct nbd_opt_hdr oh;
+	ssize_t n;
+
+	switch (c->st) {
+	case CS_HS_FLAGS: {
+		uint32_t flags;
+
+		if (!read_hdr(c, 4, stop))
+			return;
+		memcpy(&flags, c->hdr, 4);
+		c->hdr_got = 0;
+		if (!nbd_client_flags_ok(be32toh(flags), &c->hs)) {
+			client_close(c, "unknown client flags");
+			*stop = true;
+			return;
+		}
+		c->st = CS_HS_OPT_HDR;
+		return;
+	}
+	case CS_HS_OPT_HDR:
+		if (!read_hdr(c, sizeof(oh), stop))
+			return;
+		memcpy(&oh, c->hdr, sizeof(oh));
+		c->hdr_got = 0;
+		if (be64toh(oh.magic) != NBD_IHAVEOPT) {
+			client_close(c, "bad option magic");
+			*stop = true;
+			return;
+		}
+		c->opt = be32toh(oh.option);
+		c->opt_len = be32toh(oh.length);
+		c->opt_got = 0;
+		if (c->opt_len > NBD_MAX_OPT_DATA) {
+			c->skip = c->opt_len;
+			c->st = CS_HS_OPT_SKIP;
+			return;
+		}
+		if (!c->opt_data) {
+			c->opt_data = malloc(NBD_MAX_OPT_DATA);
+			if (!c->opt_data) {
+				client_close(c, "out of memory");
+				*stop = true;
+				return;
+			}
+		}
+		if (c->opt_len == 0) {
+			handle_option(c, c->opt_data);
+			return;
+		}
+		c->st = CS_HS_OPT_DATA;
+		return;
+	case CS_HS_OPT_DATA:
+		n = c_read(c, c->opt_data + c->opt_got, c->opt_len - c->opt_got);
+		if (n <= 0) {
+			*stop = true;
+			return;
+		}
+		c->opt_got += (uint32_t)n;
+		if (c->opt_got == c->opt_len)
+			handle_option(c, c->opt_data);
+		return;
+	case CS_HS_OPT_SKIP:
+		n = c_read(c, scratch, c->skip < SCRATCH_SIZE ? (size_t)c->skip : SCRATCH_SIZE);
+		if (n <= 0) {
+			*stop = true;
+			return;
+		}
+		c->skip -= (uint64_t)n;
+		if (!c->skip)
+			handle_option(c, NULL);
+		return;
+	default:
+		*stop = true;
+		return;
+	}
+}
+
+/* ---- transmission input ------------------------------------------------------ */
+
+static void read_payload(struct nbd_client *c, bool *stop)
+{
+	struct nbd_req *req = c->req;
+	struct iovec iov[IOV_BATCH];
+	uint32_t got = c->payload_got, chunk = c->srv->chunk;
+	int n = 0;
+	ssize_t r;
+
+	while (got < req->length && n < IOV_BATCH) {
+		uint32_t k = got / chunk, off = got % chunk;
+		uint32_t len = chunk - off < req->length - got ? chunk - off : req->length - got;
+
+		iov[n].iov_base = (uint8_t *)req->slots[k]->buf + off;
+		iov[n].iov_len = len;
+		n++;
+		got += len;
+	}
+	r = c_readv(c, iov, n);
+	if (r <= 0) {
+		*stop = true;
+		return;
+	}
+	c->payload_got += (uint32_t)r;
+	if (c->payload_got == req->length) {
+		c->req = NULL;
+		c->st = CS_TX_HDR;
+		submit_req(c, req);
+	}
+}
+
+static void discard_payload(struct nbd_client *c, bool *stop)
+{
+	ssize_t n = c_read(c, scratch, c->skip < SCRATCH_SIZE ? (size_t)c->skip : SCRATCH_SIZE);
+	struct nbd_req *req;
+
+	if (n <= 0) {
+		*stop = true;
+		return;
+	}
+	c->skip -= (uint64_t)n;
+	if (c->skip)
+		return;
+	req = c->req;
+	c->req = NULL;
+	c->st = CS_TX_HDR;
+	queue_reply(c, req, be32toh(req->reply.error));
+}
+
+static void client_input(struct nbd_client *c)
+{
+	bool stop = false;
+
+	for (int budget = READ_BUDGET; budget > 0 && !stop && want_read(c);) {
+		switch (c->st) {
+		case CS_TX_HDR:
+			if (read_hdr(c, sizeof(struct nbd_request), &stop)) {
+				handle_request(c);
+				budget--;
+			}
+			break;
+		case CS_TX_PAYLOAD:
+			read_payload(c, &stop);
+			break;
+		case CS_TX_DISCARD:
+			discard_payload(c, &stop);
+			break;
+		default:
+			handshake_step(c, &stop);
+			break;
+		}
+	}
+	maybe_finish(c);
+	update_events(c);
+}
+
+/* ---- output ------------------------------------------------------------------ */
+
+/* iovecs for what is left of req's reply; returns how many were filled. */
+static int reply_iov(const struct nbd_client *c, const struct nbd_req *req, struct iovec *iov,
+		     int max)
+{
+	size_t pos = req->sent, hl = sizeof(req->reply);
+	uint32_t chunk = c->srv->chunk;
+	int n = 0;
+
+	if (pos < hl) {
+		iov[n].iov_base = (uint8_t *)&req->reply + pos;
+		iov[n++].iov_len = hl - pos;
+		pos = hl;
+	}
+	if (!req->data_reply)
+		return n;
+	for (size_t d = pos - hl; d < req->length && n < max;) {
+		size_t k = d / chunk, off = d % chunk;
+		size_t len = chunk - off < req->length - d ? chunk - off : req->length - d;
+
+		iov[n].iov_base = (uint8_t *)req->slots[k]->buf + off;
+		iov[n++].iov_len = len;
+		d += len;
+	}
+	return n;
+}
+
+/* Account n written bytes against the reply queue. */
+static void replies_sent(struct nbd_client *c, size_t n)
+{
+	while (n && c->rq_head) {
+		struct nbd_req *req = c->rq_head;
+		size_t left = reply_len(req) - req->sent;
+
+		if (n < left) {
+			req->sent += n;
+			return;
+		}
+		n -= left;
+		c->rq_head = req->next;
+		if (!c->rq_head)
+			c->rq_tail = NULL;
+		req_release(req);
+	}
+}
+
+/* false: would block or the client was closed. */
+static bool send_out(struct nbd_client *c, struct iovec *iov, int n, size_t *sent)
+{
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+
+	for (;;) {
+		ssize_t r = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (r >= 0) {
+			*sent = (size_t)r;
+			return true;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			c->out_blocked = true;
+			return false;
+		}
+		client_close(c, strerror(errno));
+		return false;
+	}
+}
+
+static void client_flush(struct nbd_client *c)
+{
+	struct iovec iov[IOV_BATCH];
+	size_t sent;
+
+	if (c->closed)
+		return;
+	c->out_blocked = false;
+	while (c->out.len) {
+		iov[0] = (struct iovec){ .iov_base = c->out.data, .iov_len = c->out.len };
+		if (!send_out(c, iov, 1, &sent))
+			goto out;
+		nbd_buf_consume(&c->out, sent);
+	}
+	if (c->st == CS_HS_CLOSING) {
+		client_close(c, "handshake finished without an export");
+		return;
+	}
+	while (c->rq_head) {
+		int n = 0;
+
+		for (struct nbd_req *req = c->rq_head; req && n < IOV_BATCH; req = req->next)
+			n += reply_iov(c, req, iov + n, IOV_BATCH - n);
+		if (!send_out(c, iov, n, &sent))
+			goto out;
+		replies_sent(c, sent);
+	}
+out:
+	if (c->closed)
+		return;
+	maybe_finish(c);
+	update_events(c);
+}
+
+static void flush_task(struct rb_task *t)
+{
+	client_flush(rb_container_of(t, struct nbd_client, flush_task));
+}
+
+/* ---- client life cycle --------------------------------------------------------- */
+
+static void client_gone(struct nbd_server *srv)
+{
+	pthread_mutex_lock(&srv->lock);
+	srv->nr_clients--;
+	pthread_cond_broadcast(&srv->cond);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static void client_close(struct nbd_client *c, const char *why)
+{
+	if (c->closed)
+		return;
+	c->closed = true;
+	rb_info("nbd client %" PRIu64 " (%s): closed: %s", c->id, c->desc, why);
+	if (c->registered)
+		rb_reactor_del(c->r, c->fd);
+	close(c->fd);
+	c->fd = -1;
+	if (c->req) {
+		if (c->st == CS_TX_WAIT_SLOTS)
+			rb_queue_slots_cancel(c->q, &c->req->w);
+		req_release(c->req);
+		c->req = NULL;
+	}
+	while (c->rq_head) {
+		struct nbd_req *req = c->rq_head;
+
+		c->rq_head = req->next;
+		req_release(req);
+	}
+	c->rq_tail = NULL;
+	client_gone(c->srv);
+	rb_reactor_defer(c->r, &c->free_task);
+}
+
+static void free_task(struct rb_task *t)
+{
+	struct nbd_client *c = rb_container_of(t, struct nbd_client, free_task);
+
+	if (c->nr_io)
+		return; /* the last req_done defers us again */
+	if (c->flush_task.queued) {
+		rb_reactor_defer(c->r, &c->free_task); /* after it ran */
+		return;
+	}
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (c->rc->clients == c)
+		c->rc->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	while (c->free_reqs) {
+		struct nbd_req *req = c->free_reqs;
+
+		c->free_reqs = req->next;
+		free(req);
+	}
+	free(c->opt_data);
+	nbd_buf_free(&c->out);
+	free(c);
+}
+
+static void on_client_event(struct rb_poll *p, uint32_t events)
+{
+	struct nbd_client *c = rb_container_of(p, struct nbd_client, poll);
+
+	if (events & EPOLLOUT)
+		client_flush(c);
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		client_input(c);
+	/* Hung up while we were not reading (e.g. waiting for slots). */
+	if (!c->closed && (events & (EPOLLHUP | EPOLLERR)))
+		client_close(c, events & EPOLLERR ? "socket error" : "connection hung up");
+}
+
+static void client_start(struct rb_task *t)
+{
+	struct nbd_client *c = rb_container_of(t, struct nbd_client, start_task);
+	int ret;
+
+	c->next = c->rc->clients;
+	if (c->next)
+		c->next->prev = c;
+	c->rc->clients = c;
+	if (atomic_load(&c->srv->draining)) {
+		client_close(c, "server shutting down");
+		return;
+	}
+	ret = rb_reactor_add(c->r, c->fd, EPOLLIN, &c->poll);
+	if (ret) {
+		client_close(c, strerror(-ret));
+		return;
+	}
+	c->registered = true;
+	c->events = EPOLLIN;
+	rb_info("nbd client %" PRIu64 " (%s): connected, queue %u", c->id, c->desc,
+		rb_queue_id(c->q));
+	if (c->handshake) {
+		nbd_put_greeting(&c->out);
+		c->st = CS_HS_FLAGS;
+		client_flush(c);
+	} else {
+		c->st = CS_TX_HDR;
+		update_events(c);
+	}
+}
+
+int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bool handshake,
+			  const char *desc)
+{
+	struct nbd_client *c;
+
+	pthread_mutex_lock(&srv->lock);
+	if (atomic_load(&srv->draining)) {
+		pthread_mutex_unlock(&srv->lock);
+		close(fd);
+		return -ESHUTDOWN;
+	}
+	srv->nr_clients++;
+	pthread_mutex_unlock(&srv->lock);
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		rb_err("nbd: out of memory for client %s", desc);
+		close(fd);
+		client_gone(srv);
+		return -ENOMEM;
+	}
+	c->srv = srv;
+	c->q = q;
+	c->r = rb_queue_reactor(q);
+	c->rc = &srv->rctx[rb_reactor_id(c->r)];
+	c->fd = fd;
+	c->id = atomic_fetch_add(&srv->next_id, 1);
+	c->handshake = handshake;
+	snprintf(c->desc, sizeof(c->desc), "%s", desc);
+	nbd_buf_init(&c->out);
+	c->poll.fn = on_client_event;
+	c->start_task.fn = client_start;
+	c->flush_task.fn = flush_task;
+	c->free_task.fn = free_task;
+	c->st = handshake ? CS_HS_FLAGS : CS_TX_HDR;
+	rb_reactor_post(c->r, &c->start_task);
+	return 0;
+}
+
+void nbd_client_drain(struct nbd_client *c)
+{
+	if (c->closed)
+		return;
+	c->draining = true;
+	if (c->st < CS_TX_HDR) {
+		client_close(c, "server shutting down");
+		return;
+	}
+	maybe_finish(c);
+	update_events(c);
+}
+
+void nbd_client_close(struct nbd_client *c, const char *why)
+{
+	client_close(c, why);
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* NBD frontend internals shared by nbd_client.c and nbd_server.c. */
+#ifndef RB_NBD_PRIV_H
+#define RB_NBD_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nbd_proto.h"
+#include "nbd_server.h"
+#include "session.h"
+
+#define NBD_MAX_PAYLOAD (32u << 20)
+
+enum cstate {
+	CS_HS_FLAGS, /* reading the client flags */
+	CS_HS_OPT_HDR, /* reading an option header */
+	CS_HS_OPT_DATA, /* reading option data */
+	CS_HS_OPT_SKIP, /* discarding option data too long to buffer */
+	CS_HS_CLOSING, /* sending the last handshake reply, then close */
+	CS_TX_HDR, /* reading a request header */
+	CS_TX_WAIT_SLOTS, /* header parsed; waiting for free slots */
+	CS_TX_PAYLOAD, /* reading a WRITE payload into slot buffers */
+	CS_TX_DISCARD, /* discarding the payload of a refused WRITE */
+	CS_TX_DISC, /* NBD_CMD_DISC seen: finish in-flight work, then close */
+};
+
+struct nbd_client;
+
+struct nbd_req {
+	struct rb_io io;
+	struct rb_slot_waiter w;
+	struct nbd_client *c;
+	struct nbd_simple_reply reply; /* wire header, filled at completion */
+	uint16_t type; /* NBD_CMD_* */
+	uint16_t flags;
+	uint64_t offset;
+	uint32_t length;
+	unsigned int nr_slots;
+	bool has_slots;
+	bool data_reply; /* successful READ: the payload follows the header */
+	size_t sent; /* reply bytes written */
+	struct nbd_req *next; /* reply queue or free list */
+	struct rb_slot *slots[]; /* srv->max_slots */
+};
+
+struct nbd_rctx {
+	struct nbd_server *srv;
+	struct rb_reactor *r;
+	struct nbd_client *clients; /* owned by r's thread */
+	struct rb_task drain_task, force_task;
+};
+
+struct nbd_client {
+	struct nbd_server *srv;
+	struct nbd_rctx *rc;
+	struct rb_queue *q;
+	struct rb_reactor *r;
+	int fd;
+	uint64_t id;
+	char desc[128];
+	struct rb_poll poll;
+	uint32_t events; /* registered with epoll */
+	struct rb_task start_task, flush_task, free_task;
+	enum cstate st;
+	bool handshake;
+	bool registered; /* fd is in the reactor's epoll set */
+	bool closed; /* fd gone; waiting for in-flight I/O before free */
+	bool out_blocked; /* last send hit EAGAIN: wait for EPOLLOUT */
+	bool draining;
+
+	struct nbd_hs_state hs;
+	struct nbd_buf out; /* handshake replies */
+	uint8_t hdr[sizeof(struct nbd_request)];
+	uint32_t hdr_got;
+	uint32_t opt, opt_len, opt_got;
+	uint8_t *opt_data;
+	uint64_t skip; /* bytes still to discard */
+
+	struct nbd_req *req; /* waiting for slots, payload, or discard */
+	uint32_t payload_got;
+	struct nbd_req *rq_head, *rq_tail; /* replies ready to write */
+	struct nbd_req *free_reqs;
+	unsigned int nr_reqs; /* requests not yet fully replied */
+	unsigned int nr_io; /* submitted to the session, done() not yet run */
+	struct nbd_client *next, *prev;
+};
+
+struct nbd_server {
+	struct rb_session *s;
+	struct nbd_export_desc exp;
+	char name[RB_EXPORT_NAME_MAX];
+	uint32_t chunk; /* slot buffer size */
+	uint32_t max_slots; /* per request */
+	uint32_t max_reqs; /* per client */
+	struct nbd_rctx *rctx;
+	unsigned int nr_rctx;
+	atomic_uint rr;
+	atomic_uint_fast64_t next_id;
+	atomic_bool draining;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned int nr_clients; /* open sockets; under lock */
+};
+
+/* nbd_client.c */
+/* Drain: stop reading new requests; close once in-flight work is done. */
+void nbd_client_drain(struct nbd_client *c);
+void nbd_client_close(struct nbd_client *c, const char *why);
+
+#endif

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NBD server: export description, client placement on I/O queues,
+ * accept, and the drain at shutdown.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "log.h"
+#include "nbd_priv.h"
+
+/* ---- server ------------------------------------------------------------------- */
+
+int nbd_server_create(struct rb_session *s, struct nbd_server **out)
+{
+	const struct rb_export_info *in = rb_session_info(s);
+	unsigned int nq = rb_session_nr_queues(s);
+	uint32_t min_depth = UINT32_MAX, chunk, budget;
+	uint64_t max_payload;
+	struct nbd_server *srv;
+	int max_id = 0, ret;
+
+	srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	srv->s = s;
+	snprintf(srv->name, sizeof(srv->name), "%s", in->name);
+	chunk = rb_queue_buf_size(rb_session_queue(s, 0));
+	for (unsigned int i = 0; i < nq; i++) {
+		struct rb_queue *q = rb_session_queue(s, i);
+
+		if (rb_queue_depth(q) < min_depth)
+			min_depth = rb_queue_depth(q);
+		if (rb_reactor_id(rb_queue_reactor(q)) > max_id)
+			max_id = rb_reactor_id(rb_queue_reactor(q));
+	}
+	/* One request may take half a queue's slots, so two always fit. */
+	budget = min_depth / 2 ? min_depth / 2 : 1;
+	max_payload = (uint64_t)budget * chunk;
+	if (max_payload > NBD_MAX_PAYLOAD)
+		max_payload = NBD_MAX_PAYLOAD;
+	ret = nbd_export_desc_init(&srv->exp, srv->name, in->size, in->flags, in->block_size,
+				   (uint32_t)max_payload);
+	if (ret) {
+		rb_err("nbd: cannot describe export '%s' (block size %u, max payload %" PRIu64 ")",
+		       in->name, in->block_size, max_payload);
+		free(srv);
+		return ret;
+	}
+	srv->chunk = chunk;
+	srv->max_slots = (srv->exp.max_payload + chunk - 1) / chunk;
+	srv->max_reqs = min_depth + 16;
+	srv->nr_rctx = (unsigned int)max_id + 1;
+	srv->rctx = calloc(srv->nr_rctx, sizeof(*srv->rctx));
+	if (!srv->rctx) {
+		free(srv);
+		return -ENOMEM;
+	}
+	for (unsigned int i = 0; i < nq; i++) {
+		struct rb_reactor *r = rb_queue_reactor(rb_session_queue(s, i));
+
+		srv->rctx[rb_reactor_id(r)].r = r;
+		srv->rctx[rb_reactor_id(r)].srv = srv;
+	}
+	atomic_init(&srv->rr, 0);
+	atomic_init(&srv->next_id, 1);
+	atomic_init(&srv->draining, false);
+	pthread_mutex_init(&srv->lock, NULL);
+	pthread_cond_init(&srv->cond, NULL);
+	rb_info("nbd: export '%s': %" PRIu64 " bytes, block sizes %u/%u/%u, flags %#x", srv->name,
+		srv->exp.size, srv->exp.min_block, srv->exp.pref_block, srv->exp.max_payload,
+		srv->exp.tflags);
+	*out = srv;
+	return 0;
+}
+
+const struct nbd_export_desc *nbd_server_export(const struct nbd_server *srv)
+{
+	return &srv->exp;
+}
+
+static struct rb_queue *pick_queue(struct nbd_server *srv)
+{
+	unsigned int nq = rb_session_nr_queues(srv->s);
+	unsigned int start = atomic_fetch_add(&srv->rr, 1);
+
+	for (unsigned int i = 0; i < nq; i++) {
+		struct rb_queue *q = rb_session_queue(srv->s, (start + i) % nq);
+
+		if (rb_queue_usable(q))
+			return q;
+	}
+	/* All dead: any queue answers EIO, which is what the client should see. */
+	return rb_session_queue(srv->s, start % nq);
+}
+
+static void describe_peer(const struct sockaddr_storage *ss, socklen_t len, char *buf,
+			  size_t blen, int listen_fd)
+{
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof(local);
+
+	if (ss->ss_family == AF_UNIX || len <= sizeof(sa_family_t)) {
+		if (getsockname(listen_fd, (struct sockaddr *)&local, &ll) == 0 &&
+		    local.ss_family == AF_UNIX)
+			snprintf(buf, blen, "unix:%.100s", ((struct sockaddr_un *)&local)->sun_path);
+		else
+			snprintf(buf, blen, "unix");
+		return;
+	}
+	nbd_format_addr((const struct sockaddr *)ss, buf, blen);
+}
+
+void nbd_server_accept(struct nbd_server *srv, int listen_fd)
+{
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char desc[128];
+		int fd, one = 1;
+
+		fd = accept4(listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			rb_warn("nbd: accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* Level-triggered: back off instead of spinning. */
+				struct timespec ts = { 0, 50 * 1000000L };
+
+				nanosleep(&ts, NULL);
+			}
+			return;
+		}
+		describe_peer(&ss, sl, desc, sizeof(desc), listen_fd);
+		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		nbd_server_add_client(srv, fd, pick_queue(srv), true, desc);
+	}
+}
+
+static void drain_task(struct rb_task *t)
+{
+	struct nbd_rctx *rc = rb_container_of(t, struct nbd_rctx, drain_task);
+
+	for (struct nbd_client *c = rc->clients, *next; c; c = next) {
+		next = c->next;
+		nbd_client_drain(c);
+	}
+}
+
+static void force_task(struct rb_task *t)
+{
+	struct nbd_rctx *rc = rb_container_of(t, struct nbd_rctx, force_task);
+
+	for (struct nbd_client *c = rc->clients, *next; c; c = next) {
+		next = c->next;
+		nbd_client_close(c, "server shutting down (drain timed out)");
+	}
+}
+
+static bool wait_clients(struct nbd_server *srv, uint32_t ms)
+{
+	struct timespec ts;
+	bool idle;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&srv->lock);
+	while (srv->nr_clients && pthread_cond_timedwait(&srv->cond, &srv->lock, &ts) == 0)
+		;
+	idle = srv->nr_clients == 0;
+	pthread_mutex_unlock(&srv->lock);
+	return idle;
+}
+
+void nbd_server_shutdown(struct nbd_server *srv, uint32_t ms)
+{
+	unsigned int left;
+
+	pthread_mutex_lock(&srv->lock);
+	atomic_store(&srv->draining, true);
+	left = srv->nr_clients;
+	pthread_mutex_unlock(&srv->lock);
+	if (left)
+		rb_info("nbd: waiting up to %u ms for %u client(s) to finish", ms, left);
+	for (unsigned int i = 0; i < srv->nr_rctx; i++) {
+		srv->rctx[i].drain_task.fn = drain_task;
+		if (srv->rctx[i].r)
+			rb_reactor_post(srv->rctx[i].r, &srv->rctx[i].drain_task);
+	}
+	if (wait_clients(srv, ms))
+		return;
+	rb_warn("nbd: clients still busy after %u ms; closing them", ms);
+	for (unsigned int i = 0; i < srv->nr_rctx; i++) {
+		srv->rctx[i].force_task.fn = force_task;
+		if (srv->rctx[i].r)
+			rb_reactor_post(srv->rctx[i].r, &srv->rctx[i].force_task);
+	}
+	wait_clients(srv, 1000);
+}
+
+void nbd_server_free(struct nbd_server *srv)
+{
+	if (!srv)
+		return;
+	/* rb_session_close ran every outstanding done(): clients are freed
+	 * unless one was stranded; then leak it rather than crash. */
+	for (unsigned int i = 0; i < srv->nr_rctx; i++)
+		if (srv->rctx[i].clients)
+			rb_warn("nbd: client %" PRIu64 " still referenced at exit",
+				srv->rctx[i].clients->id);
+	pthread_cond_destroy(&srv->cond);
+	pthread_mutex_destroy(&srv->lock);
+	free(srv->rctx);
+	free(srv);
+}

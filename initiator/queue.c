@@ -1,0 +1,771 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Initiator queues: one transport connection each, owned by one reactor.
+ * Command slots (cid = index) carry the per-command state: owner request,
+ * deadline, the command as sent, and a buffer in the queue's registered
+ * pool.  A slot returns to the free stack only when the frontend released
+ * it, its SEND completed and its response arrived (or the queue died).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "initiator.h"
+#include "log.h"
+
+static const char *wc_status_name(enum rb_wc_status st)
+{
+	switch (st) {
+	case RB_WC_SUCCESS: return "success";
+	case RB_WC_FLUSH_ERR: return "connection closed (flushed)";
+	case RB_WC_LOC_LEN_ERR: return "message longer than the posted receive";
+	case RB_WC_REM_ACCESS_ERR: return "remote access error";
+	case RB_WC_REM_OP_ERR: return "remote operation error";
+	case RB_WC_RETRY_EXC_ERR: return "peer unreachable (retries exceeded)";
+	case RB_WC_RNR_RETRY_EXC_ERR: return "peer had no receive posted (RNR retries exceeded)";
+	case RB_WC_GENERAL_ERR: return "general error";
+	}
+	return "unknown completion status";
+}
+
+/* ---- slots ------------------------------------------------------------- */
+
+static void slot_maybe_free(struct rb_queue *q, struct rb_slot *sl)
+{
+	if (sl->held || sl->send_pending || sl->resp_pending || sl->free)
+		return;
+	sl->free = true;
+	q->free_stack[q->nr_free++] = sl->cid;
+	if (q->wait_head)
+		rb_reactor_defer(q->r, &q->wake_task);
+}
+
+static struct rb_slot *slot_alloc(struct rb_queue *q)
+{
+	struct rb_slot *sl = &q->slots[q->free_stack[--q->nr_free]];
+
+	sl->free = false;
+	sl->held = true;
+	return sl;
+}
+
+uint16_t rb_queue_id(const struct rb_queue *q)
+{
+	return q->qid;
+}
+
+struct rb_reactor *rb_queue_reactor(const struct rb_queue *q)
+{
+	return q->r;
+}
+
+uint32_t rb_queue_depth(const struct rb_queue *q)
+{
+	return q->depth;
+}
+
+uint32_t rb_queue_buf_size(const struct rb_queue *q)
+{
+	return q->buf_size;
+}
+
+bool rb_queue_dead(const struct rb_queue *q)
+{
+	return q->dead;
+}
+
+bool rb_queue_usable(const struct rb_queue *q)
+{
+	return !atomic_load(&q->gone);
+}
+
+static bool op_has_data(uint8_t opcode)
+{
+	return opcode == RB_OP_READ || opcode == RB_OP_WRITE;
+}
+
+unsigned int rb_queue_slots_for(const struct rb_queue *q, uint8_t opcode, uint32_t length)
+{
+	if (!op_has_data(opcode) || length == 0)
+		return 1;
+	return (unsigned int)((length + (uint64_t)q->buf_size - 1) / q->buf_size);
+}
+
+int rb_queue_slots_get(struct rb_queue *q, unsigned int n, struct rb_slot **out)
+{
+	if (q->dead)
+		return -EIO;
+	if (!n || n > q->depth)
+		return -EINVAL;
+	/* FIFO: a parked waiter goes first, or big requests would starve.
+	 * A stalled target frees nothing: fail now rather than after a wait. */
+	if (q->wait_head || q->nr_free < n)
+		return q->stalled ? -EIO : -EAGAIN;
+	for (unsigned int i = 0; i < n; i++)
+		out[i] = slot_alloc(q);
+	return 0;
+}
+
+void rb_queue_slots_put(struct rb_queue *q, unsigned int n, struct rb_slot **slots)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		slots[i]->held = false;
+		slot_maybe_free(q, slots[i]);
+	}
+}
+
+void rb_queue_slots_wait(struct rb_queue *q, struct rb_slot_waiter *w)
+{
+	w->deadline_ms = rb_now_ms() + q->timeout_ms;
+	w->next = NULL;
+	w->queued = true;
+	if (q->wait_tail)
+		q->wait_tail->next = w;
+	else
+		q->wait_head = w;
+	q->wait_tail = w;
+	/* Slots may be free already, or the queue dead: answer from the loop. */
+	rb_reactor_defer(q->r, q->dead ? &q->reap_task : &q->wake_task);
+}
+
+void rb_queue_slots_cancel(struct rb_queue *q, struct rb_slot_waiter *w)
+{
+	struct rb_slot_waiter **pp = &q->wait_head, *prev = NULL;
+
+	if (!w->queued)
+		return;
+	while (*pp && *pp != w) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	if (*pp) {
+		*pp = w->next;
+		if (q->wait_tail == w)
+			q->wait_tail = prev;
+	}
+	w->queued = false;
+	w->next = NULL;
+}
+
+static struct rb_slot_waiter *waiter_pop(struct rb_queue *q)
+{
+	struct rb_slot_waiter *w = q->wait_head;
+
+	q->wait_head = w->next;
+	if (!q->wait_head)
+		q->wait_tail = NULL;
+	w->next = NULL;
+	w->queued = false;
+	return w;
+}
+
+static void wake_waiters(struct rb_task *t)
+{
+	struct rb_queue *q = rb_container_of(t, struct rb_queue, wake_task);
+
+	while (q->wait_head && !q->dead) {
+		struct rb_slot_waiter *w;
+
+		if (q->nr_free >= q->wait_head->n) {
+			w = waiter_pop(q);
+			for (unsigned int i = 0; i < w->n; i++)
+				w->slots[i] = slot_alloc(q);
+			w->fn(w, 0);
+		} else if (q->stalled) {
+			w = waiter_pop(q);
+			w->fn(w, -EIO);
+		} else {
+			break;
+		}
+	}
+}
+
+/* ---- completions -------------------------------------------------------- */
+
+static void io_chunk_done(struct rb_io *io, int err, uint16_t status, uint64_t result)
+{
+	if (err && !io->err)
+		io->err = err;
+	if (status && !io->status)
+		io->status = status;
+	io->result = result;
+	if (--io->pending == 0)
+		io->done(io, io->err);
+}
+
+static void fail_wc(struct rb_queue *q, const char *what, const struct rb_wc *wc)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "%s completion: %s (vendor error %u)", what,
+		 wc_status_name(wc->status), wc->vendor_err);
+	ini_queue_fail(q, why);
+}
+
+static int post_recv(struct rb_queue *q, struct ini_recv *rv)
+{
+	struct rb_sge sg = { .addr = rv->rsp, .length = RB_RESPONSE_SIZE,
+			     .lkey = q->rsps_mr->lkey };
+	int ret;
+
+	ret = q->ops->post_recv(q->conn, &rv->cqe, &sg, 1);
+	if (ret)
+		return ret;
+	q->wr_outstanding++;
+	return 0;
+}
+
+static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct ini_recv *rv = rb_container_of(wc->cqe, struct ini_recv, cqe);
+	struct rb_queue *q = rv->q;
+	struct rb_response rsp;
+	struct rb_slot *sl;
+	struct rb_io *io;
+	uint16_t cid, status;
+	char why[96];
+	int ret;
+
+	q->wr_outstanding--;
+	if (wc->status != RB_WC_SUCCESS) {
+		fail_wc(q, "receive", wc);
+		return;
+	}
+	/*
+	 * A response that arrived before the connection died is still an
+	 * answer (a flushed SEND can be polled first): use it, but only
+	 * check and re-post while the queue lives.
+	 */
+	if (wc->byte_len != RB_RESPONSE_SIZE) {
+		snprintf(why, sizeof(why), "response of %u bytes (want %u)", wc->byte_len,
+			 RB_RESPONSE_SIZE);
+		ini_queue_fail(q, why);
+		return;
+	}
+	/* Copy out, then give the slot back to the transport at once. */
+	memcpy(&rsp, rv->rsp, sizeof(rsp));
+	ret = q->dead || q->no_repost ? 0 : post_recv(q, rv);
+	if (ret) {
+		snprintf(why, sizeof(why), "re-post receive: %s", strerror(-ret));
+		ini_queue_fail(q, why);
+	}
+	cid = rb_from_le16(rsp.cid);
+	if (cid >= q->depth || !q->slots[cid].resp_pending) {
+		snprintf(why, sizeof(why), "response for command id %u, which is not outstanding",
+			 cid);
+		ini_queue_fail(q, why); /* no-op if the reap got there first */
+		return;
+	}
+	sl = &q->slots[cid];
+	status = rb_from_le16(rsp.status);
+	if (q->stalled) {
+		q->stalled = false;
+		rb_info("%s: queue %u: target answering again", q->s->target, q->qid);
+	}
+	/* Settle the slot before any callback: done() may reuse it at once. */
+	sl->resp_pending = false;
+	q->nr_inflight--;
+	io = sl->io;
+	sl->io = NULL;
+	if (sl->timed_out) {
+		sl->timed_out = false;
+		rb_info("%s: queue %u: late answer (%s) for timed-out %s cid %u; slot released",
+			q->s->target, q->qid, rb_status_name(status), rb_opcode_name(sl->opcode),
+			cid);
+	} else if (io) {
+		/* Admin failures are reported by the caller, with context. */
+		if (status && q->qid)
+			rb_warn("%s: queue %u: %s offset %" PRIu64 " length %u failed: %s",
+				q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->offset,
+				sl->length, rb_status_name(status));
+		io_chunk_done(io, status ? -rb_status_errno(status) : 0, status,
+			      rb_from_le64(rsp.result));
+	}
+	slot_maybe_free(q, sl);
+}
+
+static void send_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct rb_slot *sl = rb_container_of(wc->cqe, struct rb_slot, send_cqe);
+	struct rb_queue *q = sl->q;
+
+	q->wr_outstanding--;
+	sl->send_pending = false;
+	if (wc->status != RB_WC_SUCCESS)
+		fail_wc(q, "send", wc);
+	slot_maybe_free(q, sl);
+}
+
+/* After death: everything still waiting for an answer fails with EIO. */
+static void reap(struct rb_task *t)
+{
+	struct rb_queue *q = rb_container_of(t, struct rb_queue, reap_task);
+
+	if (!q->slots)
+		return;
+	for (uint32_t i = 0; i < q->alloc_depth; i++) {
+		struct rb_slot *sl = &q->slots[i];
+		struct rb_io *io;
+		bool timed_out = sl->timed_out;
+
+		if (!sl->resp_pending)
+			continue;
+		sl->resp_pending = false;
+		sl->timed_out = false;
+		q->nr_inflight--;
+		io = sl->io;
+		sl->io = NULL;
+		if (io && !timed_out)
+			io_chunk_done(io, -EIO, 0, 0);
+		slot_maybe_free(q, sl);
+	}
+	while (q->wait_head) {
+		struct rb_slot_waiter *w = waiter_pop(q);
+
+		w->fn(w, -EIO);
+	}
+}
+
+static void kill_task(struct rb_task *t)
+{
+	ini_queue_fail(rb_container_of(t, struct rb_queue, kill_task),
+		       "session lost (admin queue gone)");
+}
+
+void ini_queue_fail(struct rb_queue *q, const char *why)
+{
+	if (q->dead)
+		return;
+	q->dead = true;
+	atomic_store(&q->gone, true);
+	if (q->connected && !q->s->closing)
+		rb_err("%s: queue %u (peer %s, qp %u) lost: %s; its I/O fails with EIO",
+		       q->s->target, q->qid, q->peer, q->qpn, why);
+	if (q->conn && !q->disconnected) {
+		q->disconnected = true;
+		q->ops->disconnect(q->conn);
+	}
+	rb_reactor_defer(q->r, &q->reap_task);
+	if (q->connected)
+		ini_session_queue_died(q->s, q);
+}
+
+/* ---- submission ---------------------------------------------------------- */
+
+static int post_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
+		    uint32_t len, uint64_t deadline)
+{
+	struct rb_capsule *c = &q->caps[sl->cid];
+	struct rb_sge sg[2];
+	int nsge = 1, ret;
+	uint8_t op = io->opcode;
+
+	memset(c, 0, sizeof(*c));
+	c->opcode = op;
+	c->flags = io->flags;
+	c->cid = rb_le16(sl->cid);
+	c->handle = rb_le32(q->handle);
+	c->offset = rb_le64(off);
+	c->length = rb_le32(len);
+	sg[0] = (struct rb_sge){ .addr = c, .length = RB_CAPSULE_SIZE, .lkey = q->caps_mr->lkey };
+	if (op == RB_OP_WRITE && len <= q->incapsule) {
+		/* Small write: capsule + data in one SEND, no RDMA READ round trip. */
+		c->sgl.type = RB_SGL_INCAPSULE;
+		c->sgl.length = rb_le32(len);
+		sg[1] = (struct rb_sge){ .addr = sl->buf, .length = len,
+					 .lkey = q->pool_mr->lkey };
+		nsge = 2;
+	} else if (op == RB_OP_WRITE || op == RB_OP_READ || op == RB_OP_CONNECT ||
+		   op == RB_OP_LIST_EXPORTS) {
+		c->sgl.type = RB_SGL_KEYED;
+		c->sgl.addr = rb_le64((uint64_t)(uintptr_t)sl->buf);
+		c->sgl.length = rb_le32(len);
+		c->sgl.key = rb_le32(q->pool_mr->rkey);
+	} else {
+		c->sgl.type = RB_SGL_NONE;
+	}
+
+	sl->io = io;
+	sl->opcode = op;
+	sl->flags = io->flags;
+	sl->offset = off;
+	sl->length = len;
+	sl->deadline_ms = deadline;
+	sl->timed_out = false;
+	sl->send_pending = true;
+	sl->resp_pending = true;
+	q->nr_inflight++;
+	q->wr_outstanding++;
+	ret = q->ops->post_send(q->conn, &sl->send_cqe, sg, nsge);
+	if (ret) {
+		sl->io = NULL;
+		sl->send_pending = false;
+		sl->resp_pending = false;
+		q->nr_inflight--;
+		q->wr_outstanding--;
+	}
+	return ret;
+}
+
+int rb_queue_submit(struct rb_queue *q, struct rb_io *io)
+{
+	unsigned int n, posted = 0;
+	uint64_t deadline;
+	char why[96];
+
+	if (q->dead)
+		return -EIO;
+	n = rb_queue_slots_for(q, io->opcode, io->length);
+	if (!io->done || !io->slots || io->nr_slots != n)
+		return -EINVAL;
+	deadline = rb_now_ms() + (io->timeout_ms ? io->timeout_ms : q->timeout_ms);
+	io->err = 0;
+	io->status = 0;
+	io->result = 0;
+	io->pending = n + 1; /* +1: done() cannot run before the loop ends */
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t off = io->offset;
+		uint32_t len = io->length;
+		int ret;
+
+		if (op_has_data(io->opcode)) {
+			uint64_t done = (uint64_t)i * q->buf_size;
+
+			off += done;
+			len = io->length - done < q->buf_size ? (uint32_t)(io->length - done) :
+								 q->buf_size;
+		}
+		ret = post_cmd(q, io->slots[i], io, off, len, deadline);
+		if (ret) {
+			snprintf(why, sizeof(why), "post %s: %s", rb_opcode_name(io->opcode),
+				 strerror(-ret));
+			ini_queue_fail(q, why);
+			io->err = -EIO;
+			io->pending -= n - i;
+			break;
+		}
+		posted++;
+	}
+	io->pending--;
+	/* Nothing went out: report synchronously, done() never runs.  If some
+	 * chunks did go out, the reap fails them and done() runs later. */
+	return posted ? 0 : -EIO;
+}
+
+/* ---- timeouts ------------------------------------------------------------ */
+
+void ini_queue_tick(struct rb_queue *q, uint64_t now)
+{
+	if (!q->dead && q->nr_inflight) {
+		for (uint32_t i = 0; i < q->depth; i++) {
+			struct rb_slot *sl = &q->slots[i];
+			struct rb_io *io;
+
+			if (!sl->resp_pending || sl->timed_out || now < sl->deadline_ms)
+				continue;
+			/* Fail the request, keep the slot: the target may still
+			 * answer and RDMA into the buffer. */
+			sl->timed_out = true;
+			io = sl->io;
+			sl->io = NULL;
+			rb_warn("%s: queue %u: %s cid %u offset %" PRIu64 " length %u not answered "
+				"in time; failing it with EIO (slot stays reserved)",
+				q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->cid,
+				sl->offset, sl->length);
+			if (!q->stalled) {
+				q->stalled = true;
+				rb_warn("%s: queue %u: target not answering; requests that find no "
+					"free slot fail with EIO until it does",
+					q->s->target, q->qid);
+				if (q->wait_head)
+					rb_reactor_defer(q->r, &q->wake_task);
+			}
+			if (io)
+				io_chunk_done(io, -EIO, 0, 0);
+		}
+	}
+	/* Waiters share one timeout, so the oldest expires first. */
+	while (q->wait_head && now >= q->wait_head->deadline_ms) {
+		struct rb_slot_waiter *w = waiter_pop(q);
+
+		rb_warn("%s: queue %u: no free command slot within %u ms", q->s->target, q->qid,
+			q->timeout_ms);
+		w->fn(w, -ETIMEDOUT);
+	}
+}
+
+/* ---- setup and teardown ------------------------------------------------- */
+
+static int reg(struct rb_queue *q, void *addr, size_t len, unsigned int access,
+	       struct rb_mr **out, const char *what)
+{
+	int ret = q->ops->reg_mr(q->r->domain, addr, len, access, out);
+
+	if (ret) {
+		*out = NULL;
+		rb_err("%s: queue %u: register %s (%zu bytes): %s%s", q->s->target, q->qid, what,
+		       len, strerror(-ret),
+		       ret == -ENOMEM || ret == -EPERM ?
+			       " (raise the memlock limit: ulimit -l, or LimitMEMLOCK= in the unit)" :
+			       "");
+	}
+	return ret;
+}
+
+static int queue_alloc(struct rb_queue *q)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t stride = (q->buf_size + page - 1) / page * page;
+	uint32_t n = q->alloc_depth;
+	int ret;
+
+	ret = rb_bufpool_init(&q->pool, stride, n);
+	if (ret) {
+		rb_err("%s: queue %u: allocate %u buffers of %zu bytes: %s", q->s->target, q->qid,
+		       n, stride, strerror(-ret));
+		return ret;
+	}
+	q->slots = calloc(n, sizeof(*q->slots));
+	q->recvs = calloc(n, sizeof(*q->recvs));
+	q->free_stack = calloc(n, sizeof(*q->free_stack));
+	q->caps = aligned_alloc(64, (size_t)n * sizeof(*q->caps));
+	q->rsps = aligned_alloc(64, (size_t)n * sizeof(*q->rsps));
+	if (!q->slots || !q->recvs || !q->free_stack || !q->caps || !q->rsps) {
+		rb_err("%s: queue %u: out of memory", q->s->target, q->qid);
+		return -ENOMEM;
+	}
+	memset(q->caps, 0, (size_t)n * sizeof(*q->caps));
+	memset(q->rsps, 0, (size_t)n * sizeof(*q->rsps));
+	ret = reg(q, q->pool.base, q->pool.slab_size,
+		  RB_ACCESS_REMOTE_READ | RB_ACCESS_REMOTE_WRITE, &q->pool_mr, "data buffers");
+	if (!ret)
+		ret = reg(q, q->caps, (size_t)n * sizeof(*q->caps), RB_ACCESS_LOCAL, &q->caps_mr,
+			  "capsules");
+	if (!ret)
+		ret = reg(q, q->rsps, (size_t)n * sizeof(*q->rsps), RB_ACCESS_LOCAL, &q->rsps_mr,
+			  "responses");
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rb_slot *sl = &q->slots[i];
+
+		sl->buf = rb_bufpool_at(&q->pool, i);
+		sl->cid = (uint16_t)i;
+		sl->q = q;
+		sl->send_cqe.done = send_done;
+		q->recvs[i].q = q;
+		q->recvs[i].rsp = &q->rsps[i];
+		q->recvs[i].cqe.done = recv_done;
+	}
+	return 0;
+}
+
+static int check_rep(struct rb_queue *q, const struct rb_cm_rep *rep, size_t len,
+		     uint32_t want_incap)
+{
+	uint16_t depth = rb_from_le16(rep->depth);
+	uint32_t incap = rb_from_le32(rep->incapsule);
+
+	if (len < sizeof(*rep) || rb_from_le32(rep->magic) != RB_MAGIC) {
+		rb_err("%s: queue %u: the peer's accept data is not rdmablk (%zu bytes, bad magic); "
+		       "is this an rdmablk target?",
+		       q->s->target, q->qid, len);
+		return -EPROTO;
+	}
+	if (rb_from_le16(rep->version) != RB_PROTO_VERSION) {
+		rb_err("%s: queue %u: target speaks protocol version %u, we speak %u",
+		       q->s->target, q->qid, rb_from_le16(rep->version), RB_PROTO_VERSION);
+		return -EPROTO;
+	}
+	if (depth == 0 || depth > q->alloc_depth) {
+		rb_err("%s: queue %u: target granted queue depth %u (asked for %u)",
+		       q->s->target, q->qid, depth, q->alloc_depth);
+		return -EPROTO;
+	}
+	q->depth = depth;
+	/* Never more than asked for, nor more than one slot buffer holds. */
+	if (incap > want_incap)
+		incap = want_incap;
+	if (incap > q->buf_size)
+		incap = q->buf_size;
+	q->incapsule = incap;
+	return 0;
+}
+
+static int report_reject(struct rb_queue *q, const uint8_t *rbuf, size_t rlen)
+{
+	struct rb_cm_rej rej;
+
+	if (rlen >= sizeof(rej)) {
+		memcpy(&rej, rbuf, sizeof(rej));
+		if (rb_from_le32(rej.magic) == RB_MAGIC) {
+			rb_err("%s: queue %u: connection rejected by the target: %s",
+			       q->s->target, q->qid, rb_reject_name(rb_from_le16(rej.reason)));
+			return -ECONNREFUSED;
+		}
+	}
+	rb_err("%s: queue %u: connection refused (no rdmablk target listening there?)",
+	       q->s->target, q->qid);
+	return -ECONNREFUSED;
+}
+
+int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reactor *r,
+		      const struct ini_queue_cfg *cfg)
+{
+	const struct rb_transport_ops *ops = s->p.ops;
+	struct rb_cm_req req;
+	struct rb_conn_caps caps;
+	uint8_t rbuf[256];
+	size_t rlen = sizeof(rbuf);
+	int ret;
+
+	memset(q, 0, sizeof(*q));
+	atomic_init(&q->gone, false);
+	q->s = s;
+	q->r = r;
+	q->ops = ops;
+	q->qid = cfg->qid;
+	q->alloc_depth = cfg->depth;
+	q->buf_size = cfg->buf_size;
+	q->handle = cfg->handle;
+	q->timeout_ms = s->p.timeout_ms;
+	q->reap_task.fn = reap;
+	q->wake_task.fn = wake_waiters;
+	q->kill_task.fn = kill_task;
+	snprintf(q->peer, sizeof(q->peer), "%s", s->target);
+
+	ret = ops->conn_create(&s->p.ep, &s->p.topts, &q->conn);
+	if (ret) {
+		q->conn = NULL;
+		rb_err("%s: queue %u: cannot reach the target: %s", s->target, q->qid,
+		       strerror(-ret));
+		return ret;
+	}
+	q->conn->ctx = q;
+	ret = ini_reactor_set_cq(r, ops, ops->conn_domain(q->conn), cfg->cq_depth);
+	if (ret)
+		return ret;
+	ret = queue_alloc(q);
+	if (ret)
+		return ret;
+
+	req = (struct rb_cm_req){
+		.magic = rb_le32(RB_MAGIC),
+		.version = rb_le16(RB_PROTO_VERSION),
+		.qid = rb_le16(q->qid),
+		.depth = rb_le16((uint16_t)q->alloc_depth),
+		.incapsule = rb_le32(cfg->incapsule),
+		.session = rb_le64(cfg->session_id),
+	};
+	caps = (struct rb_conn_caps){
+		.max_send_wr = q->alloc_depth,
+		.max_recv_wr = q->alloc_depth,
+		.max_sge = 2,
+		.max_inline = RB_CAPSULE_SIZE,
+		.max_rd_atomic = 0, /* we never READ target memory */
+		.max_dest_rd_atomic = 16, /* the target READs write data and CONNECT */
+	};
+	ret = ops->connect(q->conn, r->cq, &caps, &req, sizeof(req), rbuf, &rlen);
+	if (ret == -ECONNREFUSED)
+		return report_reject(q, rbuf, rlen);
+	if (ret) {
+		rb_err("%s: queue %u: connect: %s", s->target, q->qid, strerror(-ret));
+		return ret;
+	}
+	q->connected = true;
+	ops->conn_peer(q->conn, q->peer, sizeof(q->peer));
+	q->qpn = ops->conn_qpn(q->conn);
+	ret = check_rep(q, (const struct rb_cm_rep *)rbuf, rlen, cfg->incapsule);
+	if (ret)
+		return ret;
+	/*
+	 * One receive per credit.  The QP only exists once connect() returned
+	 * (the transport creates it there), and the target sends nothing
+	 * unsolicited, so this is still before any response can arrive: every
+	 * receive is posted before our first command goes out.
+	 */
+	for (uint32_t i = 0; i < q->depth; i++) {
+		ret = post_recv(q, &q->recvs[i]);
+		if (ret) {
+			rb_err("%s: queue %u: post receive: %s", s->target, q->qid, strerror(-ret));
+			return ret;
+		}
+	}
+	/* Pop order 0, 1, 2...: keeps the hot buffers few. */
+	for (uint32_t i = 0; i < q->depth; i++) {
+		uint32_t cid = q->depth - 1 - i;
+
+		q->slots[cid].free = true;
+		q->free_stack[q->nr_free++] = (uint16_t)cid;
+	}
+	ret = ini_reactor_add_queue(r, q);
+	if (ret)
+		return ret;
+	rb_info("%s: queue %u connected (peer %s, qp %u, depth %u, in-capsule %u, reactor %d)",
+		s->target, q->qid, q->peer, q->qpn, q->depth, q->incapsule, r->id);
+	return 0;
+}
+
+void ini_queue_shutdown(struct rb_queue *q)
+{
+	if (!q->conn)
+		return;
+	q->dead = true;
+	atomic_store(&q->gone, true);
+	if (!q->disconnected) {
+		q->disconnected = true;
+		q->ops->disconnect(q->conn);
+	}
+	rb_reactor_defer(q->r, &q->reap_task);
+}
+
+bool ini_queue_quiet(const struct rb_queue *q)
+{
+	return !q->conn || !q->connected || q->wr_outstanding == 0;
+}
+
+bool ini_queue_free(struct rb_queue *q)
+{
+	if (q->conn && q->connected && q->wr_outstanding > 0) {
+		unsigned int sends = 0;
+
+		for (uint32_t i = 0; i < q->alloc_depth; i++)
+			sends += q->slots[i].send_pending;
+		/* The transport may still complete into this memory. */
+		rb_warn("%s: queue %u (qp %u): %d work requests (%u sends, %d receives) never "
+			"completed after disconnect; leaking the queue's memory",
+			q->s->target, q->qid, q->qpn, q->wr_outstanding, sends,
+			q->wr_outstanding - (int)sends);
+		return false;
+	}
+	/* Regions first: the connection holds the domain they live in. */
+	if (q->rsps_mr)
+		q->ops->dereg_mr(q->rsps_mr);
+	if (q->caps_mr)
+		q->ops->dereg_mr(q->caps_mr);
+	if (q->pool_mr)
+		q->ops->dereg_mr(q->pool_mr);
+	q->rsps_mr = q->caps_mr = q->pool_mr = NULL;
+	if (q->conn) {
+		q->ops->conn_destroy(q->conn);
+		q->conn = NULL;
+	}
+	rb_bufpool_fini(&q->pool);
+	free(q->rsps);
+	free(q->caps);
+	free(q->free_stack);
+	free(q->recvs);
+	free(q->slots);
+	q->rsps = NULL;
+	q->caps = NULL;
+	q->free_stack = NULL;
+	q->recvs = NULL;
+	q->slots = NULL;
+	return true;
+}

@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Initiator reactor threads.  Each owns one completion queue, the queues
+ * (connections) bound to it, the frontend sockets handed to it, and a
+ * timerfd for command timeouts and keep-alive.  Only the inbox (tasks
+ * posted from other threads) takes a lock.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "initiator.h"
+#include "log.h"
+
+#define EV_BATCH 64
+
+uint64_t rb_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int rb_reactor_id(const struct rb_reactor *r)
+{
+	return r->id;
+}
+
+int rb_reactor_add(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = p };
+
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+int rb_reactor_mod(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = p };
+
+	if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+void rb_reactor_del(struct rb_reactor *r, int fd)
+{
+	/* Fails only if fd was never added: nothing to undo then. */
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+void rb_reactor_post(struct rb_reactor *r, struct rb_task *t)
+{
+	uint64_t one = 1;
+
+	t->next = NULL;
+	pthread_mutex_lock(&r->inbox_lock);
+	if (r->inbox_tail)
+		r->inbox_tail->next = t;
+	else
+		r->inbox_head = t;
+	r->inbox_tail = t;
+	pthread_mutex_unlock(&r->inbox_lock);
+	if (write(r->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		rb_err("reactor %d: wake: %s", r->id, strerror(errno));
+}
+
+void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t)
+{
+	if (t->queued)
+		return;
+	t->queued = true;
+	t->next = NULL;
+	if (r->defer_tail)
+		r->defer_tail->next = t;
+	else
+		r->defer_head = t;
+	r->defer_tail = t;
+}
+
+/* Returns the number of tasks run. */
+static int run_deferred(struct rb_reactor *r)
+{
+	int n = 0;
+
+	while (r->defer_head) {
+		struct rb_task *t = r->defer_head;
+
+		r->defer_head = t->next;
+		if (!r->defer_head)
+			r->defer_tail = NULL;
+		t->queued = false;
+		t->next = NULL;
+		t->fn(t);
+		n++;
+	}
+	return n;
+}
+
+/* Poll until the CQ is empty; returns completions handled. */
+static int drain_cq(struct rb_reactor *r)
+{
+	struct rb_wc wc[INI_WC_BATCH];
+	int n, total = 0;
+
+	if (!r->cq)
+		return 0;
+	do {
+		n = r->ops->cq_poll(r->cq, wc, INI_WC_BATCH);
+		if (n < 0) {
+			rb_err("reactor %d: %s cq poll: %s", r->id, r->ops->name, strerror(-n));
+			return total;
+		}
+		for (int i = 0; i < n; i++)
+			wc[i].cqe->done(r->cq, &wc[i]);
+		total += n;
+	} while (n == INI_WC_BATCH);
+	return total;
+}
+
+/* Completions and deferred work until both are quiet (bounded). */
+static void settle(struct rb_reactor *r)
+{
+	for (int i = 0; i < 64; i++) {
+		int work = run_deferred(r);
+
+		work += drain_cq(r);
+		if (!work)
+			return;
+	}
+}
+
+static void tick(struct rb_reactor *r)
+{
+	uint64_t now = rb_now_ms();
+
+	for (unsigned int i = 0; i < r->nr_queues; i++)
+		ini_queue_tick(r->queues[i], now);
+	if (r->owns_admin)
+		ini_session_tick(r->s, now);
+}
+
+static void on_cq(struct rb_poll *p, uint32_t events)
+{
+	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, cq_poll);
+	int ret;
+
+	/* get event -> re-arm -> drain (the drain happens in settle()) */
+	ret = r->ops->cq_arm(r->cq);
+	if (ret < 0)
+		rb_err("reactor %d: %s cq arm: %s", r->id, r->ops->name, strerror(-ret));
+}
+
+static void on_wake(struct rb_poll *p, uint32_t events)
+{
+	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, wake_poll);
+	struct rb_task *t;
+	uint64_t v;
+
+	if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rb_err("reactor %d: wake read: %s", r->id, strerror(errno));
+	pthread_mutex_lock(&r->inbox_lock);
+	t = r->inbox_head;
+	r->inbox_head = r->inbox_tail = NULL;
+	pthread_mutex_unlock(&r->inbox_lock);
+	while (t) {
+		struct rb_task *next = t->next;
+
+		t->next = NULL;
+		t->fn(t);
+		t = next;
+	}
+}
+
+static void on_timer(struct rb_poll *p, uint32_t events)
+{
+	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, timer_poll);
+	uint64_t v;
+
+	if (read(r->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rb_err("reactor %d: timer read: %s", r->id, strerror(errno));
+	tick(r);
+}
+
+int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id)
+{
+	uint32_t t = s->p.timeout_ms / 4;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	r->s = s;
+	r->busy_poll = s->p.topts.busy_poll;
+	r->epfd = r->wake_fd = r->timer_fd = -1;
+	atomic_init(&r->stop, false);
+	pthread_mutex_init(&r->inbox_lock, NULL);
+	/* Tick often enough for the tightest deadline we keep. */
+	if (s->p.kato_ms && s->p.kato_ms / 8 < t)
+		t = s->p.kato_ms / 8;
+	if (t > INI_TICK_MAX_MS)
+		t = INI_TICK_MAX_MS;
+	if (t < 10)
+		t = 10;
+	r->tick_ms = t;
+	r->cq_poll.fn = on_cq;
+	r->wake_poll.fn = on_wake;
+	r->timer_poll.fn = on_timer;
+	r->inited = false;
+
+	r->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (r->epfd < 0)
+		goto out_errno;
+	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->wake_fd < 0)
+		goto out_errno;
+	r->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (r->timer_fd < 0)
+		goto out_errno;
+	ret = rb_reactor_add(r, r->wake_fd, EPOLLIN, &r->wake_poll);
+	if (ret)
+		goto out_fail;
+	ret = rb_reactor_add(r, r->timer_fd, EPOLLIN, &r->timer_poll);
+	if (ret)
+		goto out_fail;
+	r->inited = true;
+	return 0;
+
+out_errno:
+	ret = -errno;
+out_fail:
+	rb_err("reactor %d: setup: %s", id, strerror(-ret));
+	r->inited = true;
+	ini_reactor_fini(r);
+	return ret;
+}
+
+int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
+		       struct rb_domain *d, uint32_t depth)
+{
+	int ret;
+
+	if (r->cq) {
+		if (r->ops != ops || r->domain != d) {
+			rb_err("reactor %d: connections resolved to different %s devices; one "
+			       "device per session is supported",
+			       r->id, ops->name);
+			return -EXDEV;
+		}
+		return 0;
+	}
+	ret = ops->cq_create(d, depth, &r->cq);
+	if (ret) {
+		rb_err("reactor %d: %s: create completion queue (%u entries): %s", r->id,
+		       ops->name, depth, strerror(-ret));
+		r->cq = NULL;
+		return ret;
+	}
+	r->ops = ops;
+	r->domain = d;
+	ret = rb_reactor_add(r, ops->cq_fd(r->cq), EPOLLIN, &r->cq_poll);
+	if (ret) {
+		rb_err("reactor %d: watch cq fd: %s", r->id, strerror(-ret));
+		ops->cq_destroy(r->cq);
+		r->cq = NULL;
+		return ret;
+	}
+	ret = ops->cq_arm(r->cq);
+	if (ret)
+		rb_err("reactor %d: %s cq arm: %s", r->id, ops->name, strerror(-ret));
+	return ret;
+}
+
+int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
+{
+	struct rb_queue **nq = realloc(r->queues, (r->nr_queues + 1) * sizeof(*nq));
+
+	if (!nq)
+		return -ENOMEM;
+	nq[r->nr_queues++] = q;
+	r->queues = nq;
+	return 0;
+}
+
+static void *reactor_main(void *arg)
+{
+	struct rb_reactor *r = arg;
+	struct epoll_event evs[EV_BATCH];
+	struct itimerspec its = {
+		.it_interval = { r->tick_ms / 1000, (long)(r->tick_ms % 1000) * 1000000L },
+		.it_value = { r->tick_ms / 1000, (long)(r->tick_ms % 1000) * 1000000L },
+	};
+
+	if (timerfd_settime(r->timer_fd, 0, &its, NULL) < 0)
+		rb_err("reactor %d: timerfd_settime: %s (timeouts will not fire)", r->id,
+		       strerror(errno));
+	/* Anything that completed while the main thread set up. */
+	if (r->cq)
+		r->ops->cq_arm(r->cq);
+	settle(r);
+	while (!atomic_load(&r->stop)) {
+		/* settle() is bounded: do not sleep on work it left queued. */
+		int n = epoll_wait(r->epfd, evs, EV_BATCH, r->busy_poll || r->defer_head ? 0 : -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rb_err("reactor %d: epoll_wait: %s", r->id, strerror(errno));
+			break;
+		}
+		/* Posts made while handling this round go out together at uncork. */
+		if (r->cq)
+			r->ops->cq_cork(r->cq, true);
+		for (int i = 0; i < n; i++) {
+			struct rb_poll *p = evs[i].data.ptr;
+
+			p->fn(p, evs[i].events);
+		}
+		settle(r);
+		if (r->cq)
+			r->ops->cq_cork(r->cq, false);
+	}
+	return NULL;
+}
+
+int ini_reactor_start(struct rb_reactor *r)
+{
+	int ret = pthread_create(&r->thread, NULL, reactor_main, r);
+
+	if (ret) {
+		rb_err("reactor %d: pthread_create: %s", r->id, strerror(ret));
+		return -ret;
+	}
+	r->started = true;
+	return 0;
+}
+
+static void stop_task(struct rb_task *t)
+{
+	/* Runs on the reactor: the loop checks the flag after this batch. */
+	free(t);
+}
+
+void ini_reactor_stop(struct rb_reactor *r)
+{
+	struct rb_task *t;
+	uint64_t one = 1;
+
+	if (!r->started)
+		return;
+	atomic_store(&r->stop, true);
+	t = calloc(1, sizeof(*t));
+	if (t) {
+		t->fn = stop_task;
+		rb_reactor_post(r, t);
+	} else if (write(r->wake_fd, &one, sizeof(one)) < 0) {
+		rb_err("reactor %d: wake: %s", r->id, strerror(errno));
+	}
+	pthread_join(r->thread, NULL);
+	r->started = false;
+	/* Tasks posted after the loop ended run here, on the joining thread. */
+	on_wake(&r->wake_poll, EPOLLIN);
+}
+
+void ini_reactor_fini(struct rb_reactor *r)
+{
+	if (!r->inited)
+		return;
+	r->inited = false;
+	/* A leaked connection still references the CQ: leak it too. */
+	if (r->cq && !r->leaked_queue)
+		r->ops->cq_destroy(r->cq);
+	r->cq = NULL;
+	if (r->timer_fd >= 0)
+		close(r->timer_fd);
+	if (r->wake_fd >= 0)
+		close(r->wake_fd);
+	if (r->epfd >= 0)
+		close(r->epfd);
+	r->epfd = r->wake_fd = r->timer_fd = -1;
+	free(r->queues);
+	r->queues = NULL;
+	r->nr_queues = 0;
+	pthread_mutex_destroy(&r->inbox_lock);
+}
+
+void ini_reactor_progress(struct rb_reactor *r)
+{
+	if (r->cq)
+		r->ops->cq_arm(r->cq);
+	on_wake(&r->wake_poll, EPOLLIN);
+	settle(r);
+	tick(r);
+	settle(r);
+}
+
+int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
+		     uint64_t deadline_ms)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = r->cq ? r->ops->cq_fd(r->cq) : -1, .events = POLLIN };
+		uint64_t now;
+		int wait;
+
+		ini_reactor_progress(r);
+		if (cond(arg))
+			return 0;
+		now = rb_now_ms();
+		if (now >= deadline_ms)
+			return -ETIMEDOUT;
+		wait = (int)(deadline_ms - now < r->tick_ms ? deadline_ms - now : r->tick_ms);
+		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
+			return -errno;
+	}
+}

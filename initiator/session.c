@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Session setup and teardown: admin queue, CONNECT, I/O queues,
+ * keep-alive, DISCONNECT, and discovery (LIST_EXPORTS).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "initiator.h"
+#include "log.h"
+
+/* ---- accessors ----------------------------------------------------------- */
+
+const struct rb_export_info *rb_session_info(const struct rb_session *s)
+{
+	return &s->info;
+}
+
+const char *rb_session_target(const struct rb_session *s)
+{
+	return s->target;
+}
+
+unsigned int rb_session_nr_queues(const struct rb_session *s)
+{
+	return s->nr_queues;
+}
+
+struct rb_queue *rb_session_queue(struct rb_session *s, unsigned int i)
+{
+	return i < s->nr_queues ? &s->queues[i] : NULL;
+}
+
+bool rb_session_lost(const struct rb_session *s)
+{
+	return atomic_load(&s->lost);
+}
+
+/* ---- synchronous admin commands (no reactor thread running) ---------- */
+
+struct sync_cmd {
+	struct rb_io io;
+	bool done;
+};
+
+static void sync_done(struct rb_io *io, int err)
+{
+	rb_container_of(io, struct sync_cmd, io)->done = true;
+}
+
+static bool sync_cond(void *arg)
+{
+	return ((struct sync_cmd *)arg)->done;
+}
+
+/*
+ * Run one admin command on the calling thread.  Returns 0 or -errno; a
+ * failed target status is in *status (0 if the command got no answer).
+ */
+static int admin_sync(struct rb_session *s, struct rb_slot *sl, uint8_t op, uint32_t len,
+		      uint32_t timeout_ms, uint16_t *status, uint64_t *result)
+{
+	struct rb_reactor *r = s->admin.r;
+	struct sync_cmd c;
+	int ret;
+
+	memset(&c, 0, sizeof(c));
+	c.io.opcode = op;
+	c.io.length = len;
+	c.io.nr_slots = 1;
+	c.io.slots = &sl;
+	c.io.done = sync_done;
+	c.io.timeout_ms = timeout_ms;
+	*status = 0;
+	*result = 0;
+	ret = rb_queue_submit(&s->admin, &c.io);
+	if (ret)
+		return ret;
+	/* The command's own deadline fires first; this is a backstop. */
+	ret = ini_reactor_wait(r, sync_cond, &c, rb_now_ms() + timeout_ms + 2000);
+	if (!c.done) {
+		/* c lives on this stack: make sure nothing refers to it after return. */
+		ini_queue_fail(&s->admin, "admin command never completed");
+		ini_reactor_progress(r);
+		if (!c.done)
+			abort();
+	}
+	*status = c.io.status;
+	*result = c.io.result;
+	return ret ? ret : c.io.err;
+}
+
+/* ---- keep-alive (reactor 0) ----------------------------------------------- */
+
+static void ka_done(struct rb_io *io, int err)
+{
+	struct rb_session *s = rb_container_of(io, struct rb_session, ka_io);
+
+	s->ka_busy = false;
+	rb_queue_slots_put(&s->admin, 1, &s->ka_slot);
+	s->ka_next_ms = rb_now_ms() + s->p.kato_ms / 2;
+	if (err && !s->admin.dead && !s->closing) {
+		rb_err("%s: keep-alive failed: %s", s->target,
+		       io->status ? rb_status_name(io->status) :
+				    "no answer within the keep-alive timeout");
+		ini_queue_fail(&s->admin, "keep-alive failed");
+	}
+}
+
+void ini_session_tick(struct rb_session *s, uint64_t now)
+{
+	int ret;
+
+	if (!s->p.kato_ms || !s->connected || s->closing || s->ka_busy || s->admin.dead ||
+	    now < s->ka_next_ms)
+		return;
+	if (rb_queue_slots_get(&s->admin, 1, &s->ka_slot))
+		return; /* admin slots busy: next tick */
+	memset(&s->ka_io, 0, sizeof(s->ka_io));
+	s->ka_io.opcode = RB_OP_KEEPALIVE;
+	s->ka_io.nr_slots = 1;
+	s->ka_io.slots = &s->ka_slot;
+	s->ka_io.done = ka_done;
+	s->ka_io.timeout_ms = s->p.kato_ms;
+	ret = rb_queue_submit(&s->admin, &s->ka_io);
+	if (ret) {
+		rb_queue_slots_put(&s->admin, 1, &s->ka_slot);
+		return;
+	}
+	s->ka_busy = true;
+}
+
+void ini_session_queue_died(struct rb_session *s, struct rb_queue *q)
+{
+	if (q != &s->admin || s->closing || atomic_exchange(&s->lost, true))
+		return;
+	rb_err("%s: session %016" PRIx64 " (export '%s') lost; all I/O now fails with EIO; "
+	       "restart the initiator to reconnect",
+	       s->target, s->info.session_id, s->p.export_name);
+	/* Without the admin queue the target drops the session anyway: fail
+	 * I/O now rather than wait for each command to time out. */
+	for (unsigned int i = 0; i < s->nr_queues; i++) {
+		struct rb_queue *io = &s->queues[i];
+
+		if (io->r->started)
+			rb_reactor_post(io->r, &io->kill_task);
+		else
+			ini_queue_fail(io, "session lost (admin queue gone)");
+	}
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static unsigned int nr_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (unsigned int)n : 1;
+}
+
+static struct rb_session *session_alloc(const struct rb_session_params *p, unsigned int nr_r)
+{
+	struct rb_session *s = calloc(1, sizeof(*s));
+	bool v6 = strchr(p->ep.host, ':') != NULL;
+
+	if (!s)
+		return NULL;
+	s->p = *p;
+	if (!s->p.incapsule)
+		s->p.incapsule = INI_DEFAULT_INCAPSULE;
+	atomic_init(&s->lost, false);
+	snprintf(s->target, sizeof(s->target), "%s://%s%s%s:%u", p->ops->name, v6 ? "[" : "",
+		 p->ep.host, v6 ? "]" : "", p->ep.port);
+	s->reactors = calloc(nr_r, sizeof(*s->reactors));
+	if (!s->reactors) {
+		free(s);
+		return NULL;
+	}
+	for (unsigned int i = 0; i < nr_r; i++) {
+		if (ini_reactor_init(&s->reactors[i], s, (int)i))
+			break;
+		s->nr_reactors++;
+	}
+	if (s->nr_reactors != nr_r) {
+		rb_session_close(s);
+		return NULL;
+	}
+	s->reactors[0].owns_admin = true;
+	return s;
+}
+
+static int admin_connect(struct rb_session *s, uint32_t cq_depth)
+{
+	struct ini_queue_cfg cfg = {
+		.qid = 0,
+		.depth = INI_ADMIN_DEPTH,
+		.buf_size = INI_ADMIN_BUF_SIZE,
+		.incapsule = 0,
+		.cq_depth = cq_depth,
+	};
+
+	return ini_queue_connect(&s->admin, s, &s->reactors[0], &cfg);
+}
+
+static const char *connect_reason(uint16_t status)
+{
+	switch (status) {
+	case RB_S_UNKNOWN_EXPORT: return "unknown export (no such export on the target; see --list)";
+	case RB_S_ACCESS_DENIED:
+		return "access denied (this host id is not allowed to use the export)";
+	case RB_S_BAD_VERSION: return "protocol version mismatch";
+	case RB_S_BUSY: return "target busy (out of sessions or memory)";
+	case RB_S_INVALID_FIELD:
+		return "invalid request (queue count, queue depth or keep-alive out of range?)";
+	}
+	return "refused";
+}
+
+/* CONNECT on the admin queue; fills s->info. */
+static int session_connect(struct rb_session *s, const char *export_name, uint32_t kato_ms)
+{
+	struct rb_connect_req *req;
+	struct rb_connect_rsp rsp;
+	struct rb_slot *sl;
+	uint16_t status;
+	uint64_t result;
+	int ret;
+
+	ret = rb_queue_slots_get(&s->admin, 1, &sl);
+	if (ret)
+		return ret;
+	req = sl->buf;
+	memset(req, 0, RB_CONNECT_BUF_SIZE);
+	req->magic = rb_le32(RB_MAGIC);
+	req->version = rb_le16(RB_PROTO_VERSION);
+	req->nr_io_queues = rb_le16((uint16_t)s->p.nr_io_queues);
+	req->queue_depth = rb_le16((uint16_t)s->p.queue_depth);
+	req->kato_ms = rb_le32(kato_ms);
+	snprintf(req->hostid, sizeof(req->hostid), "%s", s->p.hostid);
+	snprintf(req->export_name, sizeof(req->export_name), "%s", export_name);
+
+	ret = admin_sync(s, sl, RB_OP_CONNECT, RB_CONNECT_BUF_SIZE, s->p.timeout_ms, &status,
+			 &result);
+	if (ret) {
+		if (status)
+			rb_err("%s: CONNECT to export '%s' as host id '%s' refused: %s [%s]",
+			       s->target, export_name, s->p.hostid, connect_reason(status),
+			       rb_status_name(status));
+		else
+			rb_err("%s: export '%s' for host id '%s': CONNECT got no answer "
+			       "(timed out or connection lost)",
+			       s->target, export_name, s->p.hostid);
+		goto out_put;
+	}
+	memcpy(&rsp, (uint8_t *)sl->buf + RB_CONNECT_RSP_OFFSET, sizeof(rsp));
+	memset(&s->info, 0, sizeof(s->info));
+	snprintf(s->info.name, sizeof(s->info.name), "%s", export_name);
+	s->info.session_id = rb_from_le64(rsp.session) ? rb_from_le64(rsp.session) : result;
+	s->info.size = rb_from_le64(rsp.size);
+	s->info.block_size = rb_from_le32(rsp.block_size);
+	s->info.phys_block_size = rb_from_le32(rsp.phys_block_size);
+	s->info.max_transfer = rb_from_le32(rsp.max_transfer);
+	s->info.flags = rb_from_le32(rsp.export_flags);
+	s->info.nr_io_queues = rb_from_le16(rsp.nr_io_queues);
+	s->handle = rb_from_le32(rsp.handle);
+	s->granted_depth = rb_from_le16(rsp.queue_depth);
+	s->connected = true;
+	s->ka_next_ms = rb_now_ms() + kato_ms / 2;
+out_put:
+	rb_queue_slots_put(&s->admin, 1, &sl);
+	return ret;
+}
+
+static bool is_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static int check_export(struct rb_session *s)
+{
+	struct rb_export_info *in = &s->info;
+
+	if (!is_pow2(in->block_size) || in->block_size > 65536) {
+		rb_err("%s: export '%s': block size %u is not supported (power of two up to 64 KiB)",
+		       s->target, in->name, in->block_size);
+		return -EPROTO;
+	}
+	if (in->max_transfer < in->block_size) {
+		rb_err("%s: export '%s': max transfer %u is below the block size %u", s->target,
+		       in->name, in->max_transfer, in->block_size);
+		return -EPROTO;
+	}
+	if (in->nr_io_queues == 0 || s->granted_depth == 0) {
+		rb_err("%s: export '%s': target granted %u I/O queues of depth %u", s->target,
+		       in->name, in->nr_io_queues, s->granted_depth);
+		return -EPROTO;
+	}
+	if (in->nr_io_queues > s->p.nr_io_queues)
+		in->nr_io_queues = s->p.nr_io_queues;
+	if (in->size % in->block_size)
+		rb_warn("%s: export '%s': size %" PRIu64 " is not a multiple of the block size %u; "
+			"the tail is not accessible",
+			s->target, in->name, in->size, in->block_size);
+	return 0;
+}
+
+int rb_session_open(const struct rb_session_params *p, struct rb_session **out)
+{
+	unsigned int nr_r = p->nr_reactors ? p->nr_reactors : p->nr_io_queues;
+	uint32_t depth, chunk, cq_depth, per_r;
+	struct rb_session *s;
+	int ret;
+
+	if (!p->nr_reactors && nr_r > nr_cpus())
+		nr_r = nr_cpus();
+	if (nr_r == 0)
+		nr_r = 1;
+	if (nr_r > p->nr_io_queues)
+		nr_r = p->nr_io_queues ? p->nr_io_queues : 1;
+	s = session_alloc(p, nr_r);
+	if (!s)
+		return -ENOMEM;
+	per_r = (p->nr_io_queues + nr_r - 1) / nr_r;
+	cq_depth = 2 * INI_ADMIN_DEPTH + per_r * 2 * p->queue_depth + 16;
+
+	ret = admin_connect(s, cq_depth);
+	if (ret)
+		goto out_close;
+	ret = session_connect(s, p->export_name, p->kato_ms);
+	if (ret)
+		goto out_close;
+	ret = check_export(s);
+	if (ret)
+		goto out_close;
+
+	depth = p->queue_depth < s->granted_depth ? p->queue_depth : s->granted_depth;
+	chunk = s->info.max_transfer < INI_MAX_CHUNK ? s->info.max_transfer : INI_MAX_CHUNK;
+	chunk -= chunk % s->info.block_size;
+	/* Fewer queues than reactors: the spare reactors would idle. */
+	while (s->nr_reactors > s->info.nr_io_queues)
+		ini_reactor_fini(&s->reactors[--s->nr_reactors]);
+	s->queues = calloc(s->info.nr_io_queues, sizeof(*s->queues));
+	if (!s->queues) {
+		ret = -ENOMEM;
+		goto out_close;
+	}
+	for (unsigned int i = 0; i < s->info.nr_io_queues; i++) {
+		struct ini_queue_cfg cfg = {
+			.qid = (uint16_t)(i + 1),
+			.depth = depth,
+			.buf_size = chunk,
+			.incapsule = s->p.incapsule,
+			.session_id = s->info.session_id,
+			.handle = s->handle,
+			.cq_depth = cq_depth,
+		};
+
+		s->nr_queues = i + 1;
+		ret = ini_queue_connect(&s->queues[i], s, &s->reactors[i % s->nr_reactors], &cfg);
+		if (ret)
+			goto out_close;
+	}
+	rb_info("%s: attached export '%s' (session %016" PRIx64 ", %" PRIu64 " bytes, block %u, "
+		"%u I/O queues x depth %u, %u reactor threads)",
+		s->target, s->info.name, s->info.session_id, s->info.size, s->info.block_size,
+		s->nr_queues, depth, s->nr_reactors);
+	*out = s;
+	return 0;
+
+out_close:
+	rb_session_close(s);
+	return ret;
+}
+
+/* ---- run and stop ------------------------------------------------------------ */
+
+int rb_session_start(struct rb_session *s)
+{
+	int ret;
+
+	s->ka_next_ms = rb_now_ms() + s->p.kato_ms / 2;
+	for (unsigned int i = 0; i < s->nr_reactors; i++) {
+		ret = ini_reactor_start(&s->reactors[i]);
+		if (ret) {
+			rb_session_stop(s);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void rb_session_stop(struct rb_session *s)
+{
+	for (unsigned int i = 0; i < s->nr_reactors; i++)
+		ini_reactor_stop(&s->reactors[i]);
+}
+
+static bool queues_quiet(const struct rb_session *s, bool admin)
+{
+	if (admin)
+		return ini_queue_quiet(&s->admin);
+	for (unsigned int i = 0; i < s->nr_queues; i++)
+		if (!ini_queue_quiet(&s->queues[i]))
+			return false;
+	return true;
+}
+
+/* Drive every CQ until the queues' work requests have all completed. */
+static void wait_quiet(struct rb_session *s, bool admin, uint32_t ms)
+{
+	uint64_t deadline = rb_now_ms() + ms;
+	struct pollfd pfd[64];
+
+	for (;;) {
+		int n = 0;
+
+		for (unsigned int i = 0; i < s->nr_reactors; i++)
+			ini_reactor_progress(&s->reactors[i]);
+		if (queues_quiet(s, admin) || rb_now_ms() >= deadline)
+			return;
+		for (unsigned int i = 0; i < s->nr_reactors && n < 64; i++) {
+			struct rb_reactor *r = &s->reactors[i];
+
+			if (r->cq)
+				pfd[n++] = (struct pollfd){ .fd = r->ops->cq_fd(r->cq),
+							    .events = POLLIN };
+		}
+		if (poll(pfd, (nfds_t)n, 10) < 0 && errno != EINTR)
+			return;
+	}
+}
+
+static void session_disconnect(struct rb_session *s)
+{
+	struct rb_slot *sl;
+	uint16_t status;
+	uint64_t result;
+	int ret;
+
+	if (!s->connected || s->admin.dead)
+		return;
+	if (rb_queue_slots_get(&s->admin, 1, &sl)) {
+		rb_warn("%s: no admin slot for DISCONNECT", s->target);
+		return;
+	}
+	/* The target closes the queue after answering: a receive re-posted
+	 * while the connection goes down only races the flush. */
+	s->admin.no_repost = true;
+	ret = admin_sync(s, sl, RB_OP_DISCONNECT, 0, INI_DISCONNECT_MS, &status, &result);
+	rb_queue_slots_put(&s->admin, 1, &sl);
+	if (ret)
+		rb_warn("%s: DISCONNECT: %s", s->target,
+			status ? rb_status_name(status) : "no answer");
+	else
+		rb_info("%s: session %016" PRIx64 " disconnected", s->target, s->info.session_id);
+}
+
+void rb_session_close(struct rb_session *s)
+{
+	if (!s)
+		return;
+	rb_session_stop(s);
+	s->closing = true;
+	/* I/O queues first (their outstanding work fails), then the session. */
+	for (unsigned int i = 0; i < s->nr_queues; i++)
+		ini_queue_shutdown(&s->queues[i]);
+	wait_quiet(s, false, INI_TEARDOWN_MS);
+	session_disconnect(s);
+	s->connected = false;
+	ini_queue_shutdown(&s->admin);
+	wait_quiet(s, true, INI_TEARDOWN_MS);
+	for (unsigned int i = 0; i < s->nr_queues; i++)
+		if (!ini_queue_free(&s->queues[i]))
+			s->queues[i].r->leaked_queue = true;
+	if (!ini_queue_free(&s->admin))
+		s->admin.r->leaked_queue = true;
+	for (unsigned int i = 0; i < s->nr_reactors; i++)
+		ini_reactor_fini(&s->reactors[i]);
+	free(s->queues);
+	free(s->reactors);
+	free(s);
+}
+
+/* ---- discovery ---------------------------------------------------------------- */
+
+int rb_list_exports(const struct rb_session_params *p, struct rb_export_entry **out,
+		    uint32_t *nr, uint32_t *total)
+{
+	const uint32_t ent = sizeof(struct rb_export_entry);
+	uint32_t len = INI_ADMIN_BUF_SIZE / ent * ent;
+	struct rb_export_entry *list = NULL;
+	struct rb_session *s;
+	struct rb_slot *sl;
+	uint16_t status;
+	uint64_t result;
+	uint32_t n;
+	int ret;
+
+	*out = NULL;
+	*nr = *total = 0;
+	s = session_alloc(p, 1);
+	if (!s)
+		return -ENOMEM;
+	ret = admin_connect(s, 2 * INI_ADMIN_DEPTH + 16);
+	if (ret)
+		goto out_close;
+	/* An empty export name opens a discovery session. */
+	ret = session_connect(s, "", 0);
+	if (ret)
+		goto out_close;
+	ret = rb_queue_slots_get(&s->admin, 1, &sl);
+	if (ret)
+		goto out_close;
+	ret = admin_sync(s, sl, RB_OP_LIST_EXPORTS, len, p->timeout_ms, &status, &result);
+	if (ret && status == RB_S_INVALID_FIELD) {
+		/* A target with a small max transfer: ask for one page's worth. */
+		len = 4096 / ent * ent;
+		ret = admin_sync(s, sl, RB_OP_LIST_EXPORTS, len, p->timeout_ms, &status, &result);
+	}
+	if (ret) {
+		rb_err("%s: LIST_EXPORTS: %s", s->target,
+		       status ? rb_status_name(status) : "no answer");
+		goto out_put;
+	}
+	/* result: entries written (low 32 bits), entries visible (high 32). */
+	n = (uint32_t)result;
+	if (n > len / ent)
+		n = len / ent;
+	*total = (uint32_t)(result >> 32);
+	if (*total < n)
+		*total = n;
+	list = calloc(n ? n : 1, ent);
+	if (!list) {
+		ret = -ENOMEM;
+		goto out_put;
+	}
+	memcpy(list, sl->buf, (size_t)n * ent);
+	for (uint32_t i = 0; i < n; i++)
+		list[i].name[sizeof(list[i].name) - 1] = '\0';
+	*out = list;
+	*nr = n;
+out_put:
+	rb_queue_slots_put(&s->admin, 1, &sl);
+out_close:
+	rb_session_close(s);
+	return ret;
+}
