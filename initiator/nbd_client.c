@@ -307,11 +307,41 @@ static ssize_t c_readv(struct nbd_client *c, struct iovec *iov, int n)
 	}
 }
 
-/* Read until c->hdr holds want bytes; true when complete. */
+/* Take up to len staged bytes into buf; returns how many. */
+static uint32_t stage_take(struct nbd_client *c, void *buf, uint32_t len)
+{
+	uint32_t avail = c->st_tail - c->st_head;
+
+	if (len > avail)
+		len = avail;
+	memcpy(buf, c->stage + c->st_head, len);
+	c->st_head += len;
+	if (c->st_head == c->st_tail)
+		c->st_head = c->st_tail = 0;
+	return len;
+}
+
+/* Read until c->hdr holds want bytes; true when complete.  In the
+ * transmission phase headers come through the stage, so pipelined
+ * requests cost one recv for many. */
 static bool read_hdr(struct nbd_client *c, uint32_t want, bool *stop)
 {
-	ssize_t n = c_read(c, c->hdr + c->hdr_got, want - c->hdr_got);
+	ssize_t n;
 
+	if (c->st == CS_TX_HDR) {
+		if (c->st_head == c->st_tail) {
+			n = c_read(c, c->stage, sizeof(c->stage));
+			if (n <= 0) {
+				*stop = true;
+				return false;
+			}
+			c->st_head = 0;
+			c->st_tail = (uint32_t)n;
+		}
+		c->hdr_got += stage_take(c, c->hdr + c->hdr_got, want - c->hdr_got);
+		return c->hdr_got == want;
+	}
+	n = c_read(c, c->hdr + c->hdr_got, want - c->hdr_got);
 	if (n <= 0) {
 		*stop = true;
 		return false;
@@ -348,8 +378,12 @@ static void update_events(struct nbd_client *c)
 
 	if (c->closed)
 		return;
-	if (want_read(c))
+	if (want_read(c)) {
 		ev |= EPOLLIN;
+		/* Staged requests raise no readiness event: come back for them. */
+		if (c->st_head != c->st_tail)
+			rb_reactor_defer(c->r, &c->input_task);
+	}
 	if (c->out_blocked)
 		ev |= EPOLLOUT;
 	if (ev == c->events)
@@ -496,6 +530,16 @@ static void read_payload(struct nbd_client *c, bool *stop)
 	int n = 0;
 	ssize_t r;
 
+	/* Payload bytes that arrived with the header: a bounded copy. */
+	while (c->st_head != c->st_tail && got < req->length) {
+		uint32_t k = got / chunk, off = got % chunk;
+		uint32_t len = chunk - off < req->length - got ? chunk - off : req->length - got;
+
+		got += stage_take(c, (uint8_t *)req->slots[k]->buf + off, len);
+	}
+	c->payload_got = got;
+	if (got == req->length)
+		goto out_complete;
 	while (got < req->length && n < IOV_BATCH) {
 		uint32_t k = got / chunk, off = got % chunk;
 		uint32_t len = chunk - off < req->length - got ? chunk - off : req->length - got;
@@ -511,6 +555,7 @@ static void read_payload(struct nbd_client *c, bool *stop)
 		return;
 	}
 	c->payload_got += (uint32_t)r;
+out_complete:
 	if (c->payload_got == req->length) {
 		c->req = NULL;
 		c->st = CS_TX_HDR;
@@ -520,7 +565,9 @@ static void read_payload(struct nbd_client *c, bool *stop)
 
 static void discard_payload(struct nbd_client *c, bool *stop)
 {
-	ssize_t n = c_read(c, scratch, c->skip < SCRATCH_SIZE ? (size_t)c->skip : SCRATCH_SIZE);
+	size_t want = c->skip < SCRATCH_SIZE ? (size_t)c->skip : SCRATCH_SIZE;
+	ssize_t n = c->st_head != c->st_tail ? (ssize_t)stage_take(c, scratch, (uint32_t)want) :
+					       c_read(c, scratch, want);
 	struct nbd_req *req;
 
 	if (n <= 0) {
@@ -667,6 +714,11 @@ out:
 	update_events(c);
 }
 
+static void input_task(struct rb_task *t)
+{
+	client_input(rb_container_of(t, struct nbd_client, input_task));
+}
+
 static void flush_task(struct rb_task *t)
 {
 	client_flush(rb_container_of(t, struct nbd_client, flush_task));
@@ -715,8 +767,8 @@ static void free_task(struct rb_task *t)
 
 	if (c->nr_io)
 		return; /* the last req_done defers us again */
-	if (c->flush_task.queued) {
-		rb_reactor_defer(c->r, &c->free_task); /* after it ran */
+	if (c->flush_task.queued || c->input_task.queued) {
+		rb_reactor_defer(c->r, &c->free_task); /* after they ran */
 		return;
 	}
 	if (c->prev)
@@ -813,6 +865,7 @@ int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bo
 	c->poll.fn = on_client_event;
 	c->start_task.fn = client_start;
 	c->flush_task.fn = flush_task;
+	c->input_task.fn = input_task;
 	c->free_task.fn = free_task;
 	c->st = handshake ? CS_HS_FLAGS : CS_TX_HDR;
 	rb_reactor_post(c->r, &c->start_task);

@@ -53,6 +53,8 @@ struct nbd_rctx {
 	struct rb_task drain_task, force_task;
 };
 
+#define NBD_STAGE 512
+
 struct nbd_client {
 	struct nbd_server *srv;
 	struct nbd_rctx *rc;
@@ -75,6 +77,11 @@ struct nbd_client {
 	struct nbd_buf out; /* handshake replies */
 	uint8_t hdr[sizeof(struct nbd_request)];
 	uint32_t hdr_got;
+	/* Transmission phase: one recv picks up many request headers; at most
+	 * NBD_STAGE bytes of a write payload are copied from here. */
+	uint8_t stage[NBD_STAGE];
+	uint32_t st_head, st_tail;
+	struct rb_task input_task;
 	uint32_t opt, opt_len, opt_got;
 	uint8_t *opt_data;
 	uint64_t skip; /* bytes still to discard */
