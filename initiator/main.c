@@ -24,6 +24,7 @@
 #include "log.h"
 #include "nbd_device.h"
 #include "nbd_server.h"
+#include "ublk.h"
 #include "uri.h"
 
 #define PROG "rdmablk-initiator"
@@ -37,6 +38,7 @@ struct cli {
 	const char *config, *attach, *uri, *hostid, *log_level;
 	const char *nbd_socket, *nbd_listen, *nbd_device;
 	bool nbd_listen_any, list, busy_poll;
+	bool ublk; /* --ublk */
 	uint32_t queues, depth, timeout, kato, threads, connect_timeout;
 	bool queues_set, depth_set, timeout_set, kato_set, threads_set, connect_timeout_set;
 	int tos, ack_timeout, retry_count, rnr_retry; /* -1: not given */
@@ -57,6 +59,7 @@ enum {
 	OPT_CONNECT_TIMEOUT,
 	OPT_LIST,
 	OPT_NBD_DEVICE,
+	OPT_UBLK,
 };
 
 static const struct option long_opts[] = {
@@ -72,6 +75,7 @@ static const struct option long_opts[] = {
 	{ "nbd-listen", required_argument, NULL, 'l' },
 	{ "nbd-listen-any", no_argument, NULL, OPT_LISTEN_ANY },
 	{ "nbd-device", required_argument, NULL, OPT_NBD_DEVICE },
+	{ "ublk", no_argument, NULL, OPT_UBLK },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
 	{ "tos", required_argument, NULL, OPT_TOS },
@@ -117,6 +121,9 @@ static void usage(FILE *f)
 		"      --nbd-device DEV     attach as kernel block device DEV (/dev/nbdN, or\n"
 		"                           auto for the first free one; needs root and the\n"
 		"                           nbd module); prints \"attached /dev/nbdN\"\n"
+		"      --ublk               attach as ublk block device /dev/ublkbN (needs root\n"
+		"                           and the ublk_drv module; not with the nbd options);\n"
+		"                           prints \"attached /dev/ublkbN\"\n"
 		"      --log-level LEVEL    error, warning, info (default), debug\n"
 		"      --busy-poll          reactors spin on their completion queue\n"
 		"      --tos N              rdma: IP ToS / traffic class (0..255)\n"
@@ -187,6 +194,7 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case 'l': c->nbd_listen = optarg; break;
 		case OPT_LISTEN_ANY: c->nbd_listen_any = true; break;
 		case OPT_NBD_DEVICE: c->nbd_device = optarg; break;
+		case OPT_UBLK: c->ublk = true; break;
 		case OPT_LOG_LEVEL: c->log_level = optarg; break;
 		case OPT_BUSY_POLL: c->busy_poll = true; break;
 		case OPT_TOS: c->tos = (int)parse_num("--tos", optarg, 0, 255); break;
@@ -219,6 +227,7 @@ struct run {
 	struct rb_uri uri;
 	bool has_export;
 	const char *nbd_socket, *nbd_listen, *nbd_device;
+	bool ublk; /* serve on a ublk device instead */
 };
 
 /* --list takes a URI with or without /EXPORT. */
@@ -368,12 +377,15 @@ static int build_run(const struct cli *c, struct run *r)
 			r->attach.nbd_device[0] ? r->attach.nbd_device : NULL;
 	if (c->list)
 		return 0;
-	if (r->attach.ublk) {
-		fprintf(stderr, PROG ": [attach %s]: ublk is not implemented by this version; "
-				"use nbd-device, nbd-socket or nbd-listen\n",
-			r->attach.name);
-		return -ENOTSUP;
+	r->ublk = c->ublk || r->attach.ublk;
+	if (r->ublk && (r->nbd_socket || r->nbd_listen || r->nbd_device)) {
+		/* The ublk tags take every slot of every queue. */
+		fprintf(stderr, PROG ": ublk cannot be combined with nbd-device, nbd-socket or "
+				"nbd-listen\n");
+		return -EINVAL;
 	}
+	if (r->ublk)
+		return 0;
 	if (r->nbd_device && !nbd_kdev_name_ok(r->nbd_device)) {
 		fprintf(stderr, PROG ": nbd device '%s': want /dev/nbdN or auto\n", r->nbd_device);
 		return -EINVAL;
@@ -594,7 +606,7 @@ int main(int argc, char **argv)
 		rb_err("signalfd: %s", strerror(errno));
 		return EXIT_FAILURE;
 	}
-	ret = serve(&r, &c, sfd);
+	ret = r.ublk ? ublk_serve(&r.p, sfd) : serve(&r, &c, sfd);
 	close(sfd);
 	rb_initiator_conf_free(&r.conf);
 	return ret ? EXIT_FAILURE : EXIT_SUCCESS;
