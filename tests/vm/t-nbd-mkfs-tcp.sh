@@ -1,0 +1,6 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Guest test: t-nbd-mkfs-rdma.sh over tcp (the VM's loopback).
+# vm-timeout: 300
+. "$(dirname "$0")/t-nbd-mkfs-rdma.sh"
