@@ -9,7 +9,7 @@ port=$(free_port)
 truncate -s 64M "$T/disk.img"
 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
-start_initiator ini "tcp://127.0.0.1:$port/disk0" --queues 2
+start_initiator ini "$(target_url "$port")/disk0" --queues 2
 uri=$(nbd_uri ini disk0)
 
 nbdinfo --json "$uri" >"$T/info.json"

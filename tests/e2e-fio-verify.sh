@@ -9,7 +9,7 @@ port=$(free_port)
 truncate -s 64M "$T/disk.img"
 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
-start_initiator ini "tcp://127.0.0.1:$port/disk0" --queues 3 --queue-depth 32
+start_initiator ini "$(target_url "$port")/disk0" --queues 3 --queue-depth 32
 uri=$(nbd_uri ini disk0)
 
 # Each job owns a disjoint 16 MiB region so verify is exact.

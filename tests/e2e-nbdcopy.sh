@@ -9,7 +9,7 @@ truncate -s 48M "$T/disk.img"
 head -c 48M /dev/urandom >"$T/random.img"
 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
-start_initiator ini "tcp://127.0.0.1:$port/disk0" --queues 2
+start_initiator ini "$(target_url "$port")/disk0" --queues 2
 uri=$(nbd_uri ini disk0)
 
 nbdcopy --connections=2 --requests=16 "$T/random.img" "$uri" || fail "nbdcopy in failed"

@@ -9,7 +9,7 @@ head -c 8M /dev/zero | tr '\0' k >"$T/disk.img" # every byte 0x6b
 before=$(sha256sum <"$T/disk.img")
 write_target_conf "$T/target.conf" "$port" ro0 "$T/disk.img" "read-only = yes"
 start_target "$T/target.conf"
-start_initiator ini "tcp://127.0.0.1:$port/ro0"
+start_initiator ini "$(target_url "$port")/ro0"
 uri=$(nbd_uri ini ro0)
 
 nbdinfo "$uri" | grep -q "is_read_only: true" || fail "export not shown read-only"

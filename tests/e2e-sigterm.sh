@@ -8,7 +8,7 @@ port=$(free_port)
 truncate -s 32M "$T/disk.img"
 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
-start_initiator ini "tcp://127.0.0.1:$port/disk0" --queues 2
+start_initiator ini "$(target_url "$port")/disk0" --queues 2
 uri=$(nbd_uri ini disk0)
 
 # Initiator first: a clean detach while idle.
@@ -16,7 +16,7 @@ stop_and_status "$T/ini.pid"
 [ "$stop_rc" -eq 0 ] || fail "initiator exited $stop_rc on SIGTERM"
 grep -q "session .* disk0" "$T/target.log" || fail "no session logged"
 
-start_initiator ini2 "tcp://127.0.0.1:$port/disk0" --queues 2
+start_initiator ini2 "$(target_url "$port")/disk0" --queues 2
 uri=$(nbd_uri ini2 disk0)
 fio --name=load --ioengine=nbd --uri="$uri" --rw=randwrite --bs=64k --iodepth=16 \
 	--time_based --runtime=20 --size=32M --output="$T/fio.log" &

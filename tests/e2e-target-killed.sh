@@ -8,7 +8,7 @@ port=$(free_port)
 truncate -s 64M "$T/disk.img"
 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
-start_initiator ini "tcp://127.0.0.1:$port/disk0" --queues 2 --timeout 3000
+start_initiator ini "$(target_url "$port")/disk0" --queues 2 --timeout 3000
 uri=$(nbd_uri ini disk0)
 
 timeout 60 fio --name=load --ioengine=nbd --uri="$uri" --rw=randrw --bs=64k --iodepth=16 \

@@ -15,6 +15,10 @@ set -eu
 TARGET_BIN=${TARGET_BIN:-$top_builddir/target/rdmablk-target}
 INITIATOR_BIN=${INITIATOR_BIN:-$top_builddir/initiator/rdmablk-initiator}
 TEST_NAME=$(basename "$0" .sh)
+# Transport and target address of the end-to-end tests: tcp on loopback on
+# the host; the VM suite runs the same scripts over rdma (tests/vm/t-e2e-rdma.sh).
+E2E_TRANSPORT=${E2E_TRANSPORT:-tcp}
+E2E_ADDR=${E2E_ADDR:-127.0.0.1}
 
 fail() {
 	echo "FAIL: $TEST_NAME: $*" >&2
@@ -67,6 +71,11 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# target_url PORT: where the initiator finds the target ("tcp://127.0.0.1:PORT").
+target_url() {
+	echo "$E2E_TRANSPORT://$E2E_ADDR:$1"
+}
+
 # wait_until SECONDS CMD...: poll CMD every 0.1 s.
 wait_until() {
 	local limit=$1
@@ -115,7 +124,7 @@ write_target_conf() {
 	shift 4
 	{
 		echo "[target]"
-		echo "listen = tcp://127.0.0.1:$port"
+		echo "listen = $(target_url "$port")"
 		echo "threads = ${TARGET_THREADS:-2}"
 		echo "log-level = ${TARGET_LOG_LEVEL:-info}"
 		echo
