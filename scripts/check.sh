@@ -73,3 +73,13 @@ if [ "${SKIP_DISTCHECK:-0}" != 1 ]; then
 	grep -E "archives ready|\.tar\.gz" build/distcheck.log | head -3
 fi
 stage "all checks passed"
+# One closing line for CI: tests run by both make check passes.
+pass=0 fail=0
+for d in build build-asan; do
+	[ -f "$d/test-suite.log" ] || continue
+	p=$(sed -n 's/^# PASS: *//p' "$d/test-suite.log")
+	f=$(sed -n 's/^# FAIL: *//p' "$d/test-suite.log")
+	pass=$((pass + ${p:-0}))
+	fail=$((fail + ${f:-0}))
+done
+echo "$pass passed, $fail failed"
