@@ -1,0 +1,385 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Guest half of bench/vm-bench.sh: runs inside the test VM (tests/vm/run.sh starts it like a
+# guest test). On one Soft-RoCE link (setup_rxe: rxe0/192.0.2.1 target side, rxe1/192.0.2.2
+# initiator side) and one fully written 1 GiB file on a guest tmpfs, runs the same fio jobs
+# against each block device:
+#   k     the kernel's NVMe-oF: nvmet (file namespace) + nvmet-rdma, nvme connect -t rdma
+#   r     rdmablk-initiator rdma://... --nbd-device auto  -> /dev/nbdN
+#   t     rdmablk-initiator tcp://...  --nbd-device auto  -> /dev/nbdN
+#   u     rdmablk-initiator rdma://... --ublk             -> /dev/ublkbN
+# A frontend the initiator does not offer (probed with --help) gets an "n/a" row; one that is
+# offered and fails fails the run.
+# All devices are attached first and stay attached (the idle ones only exchange keep-alives);
+# then each job runs on each device in turn, the order rotated from job to job, so a change of
+# the host's load during the run spreads over the columns instead of biasing one of them.
+# Writes into the results share: vm-bench.tsv (one line per cell: CFG JOB IOPS MIBS LAT_US, or
+# CFG - n/a REASON), vm-bench.info (settings, load); the host half prints the table.
+# Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), QUEUES, DEPTH.
+# vm-timeout: 540
+. "$top_srcdir/tests/vm/lib.sh"
+
+RES=$RDMABLK_VM_RESULTS
+TSV=$RES/vm-bench.tsv
+INFO=$RES/vm-bench.info
+[ -r "$RES/vm-bench.env" ] && . "$RES/vm-bench.env"
+RUNTIME=${RUNTIME:-10}
+RAMP=${RAMP:-2}
+QUEUES=${QUEUES:-2}
+DEPTH=${DEPTH:-128}
+SIZE_MB=1024
+TGT_BIN=$top_builddir/target/rdmablk-target
+INI_BIN=$top_builddir/initiator/rdmablk-initiator
+NQN=nqn.2026-12.org.rdmablk:vm-bench
+NVMET=/sys/kernel/config/nvmet
+RB_RDMA_PORT=4520
+RB_TCP_PORT=4521
+TGT_PID=
+CFGS=
+NVME_CONNECTED=
+NVMET_UP=
+
+# name:rw:bs:iodepth
+JOBS="4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32
+128k-seqread-qd8:read:128k:8 4k-randread-qd1:randread:4k:1"
+
+info() { echo "$*" | tee -a "$INFO"; }
+
+alive() {
+	[ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+dead() { ! alive "$1"; }
+
+dump_logs() {
+	for f in target.log ini-*.log ini-*.out nvme.log fio.out; do
+		[ -s "$f" ] || continue
+		echo "---- $f (last 30 lines)"
+		tail -n 30 "$f"
+	done
+}
+
+nvmet_down() {
+	[ -n "$NVME_CONNECTED" ] && nvme disconnect -n "$NQN" >>nvme.log 2>&1
+	NVME_CONNECTED=
+	[ -n "$NVMET_UP" ] || return 0
+	rm -f "$NVMET/ports/1/subsystems/$NQN"
+	rmdir "$NVMET/ports/1" 2>/dev/null
+	echo 0 >"$NVMET/subsystems/$NQN/namespaces/1/enable" 2>/dev/null
+	rmdir "$NVMET/subsystems/$NQN/namespaces/1" "$NVMET/subsystems/$NQN" 2>/dev/null
+	NVMET_UP=
+}
+
+# Initiators before the target: an NBD device whose target is gone waits for it.
+cleanup() {
+	rc=$?
+	[ "$rc" = 0 ] || dump_logs
+	for c in $CFGS; do
+		eval "pid=\${PID_$c:-}"
+		[ -n "$pid" ] && alive "$pid" || continue
+		kill -TERM "$pid" 2>/dev/null
+		vm_wait_for 30 dead "$pid" || kill -KILL "$pid" 2>/dev/null
+	done
+	nvmet_down
+	if [ -n "$TGT_PID" ] && alive "$TGT_PID"; then
+		kill -TERM "$TGT_PID" 2>/dev/null
+		vm_wait_for 10 dead "$TGT_PID" || kill -KILL "$TGT_PID" 2>/dev/null
+	fi
+	umount disk 2>/dev/null
+	exit "$rc"
+}
+
+rxe_pkts() { rdma statistic show link "$1/1" | sed -n "s/.* $2 \([0-9]*\).*/\1/p"; }
+veth_tx() { cat "/sys/class/net/$INI_IF/statistics/tx_packets"; }
+
+# run_job CFG DEV NAME RW BS QD: one fio job, its JSON in fio-CFG-NAME.json (collect reads
+# them all at the end: python's start-up costs seconds under TCG); the packets that crossed the
+# veth meanwhile are added to PK_CFG (RoCE, sent by rxe1) and VP_CFG (all, sent by rb-ini).
+run_job() {
+	cfg=$1
+	dev=$2
+	name=$3
+	p0=$(rxe_pkts "$INI_DEV" sent_pkts)
+	v0=$(veth_tx)
+	fio --name="$name" --filename="$dev" --ioengine=io_uring --direct=1 --rw="$4" --bs="$5" \
+		--iodepth="$6" --size=${SIZE_MB}M --time_based --runtime="$RUNTIME" \
+		--ramp_time="$RAMP" --norandommap --randrepeat=0 --group_reporting \
+		--output-format=json --output="fio-$cfg-$name.json" >fio.out 2>&1 ||
+		{ cat "fio-$cfg-$name.json"; vm_fail "$cfg: fio $name on $dev"; }
+	p1=$(rxe_pkts "$INI_DEV" sent_pkts)
+	v1=$(veth_tx)
+	eval "PK_$cfg=\$((\${PK_$cfg:-0} + $p1 - $p0)) VP_$cfg=\$((\${VP_$cfg:-0} + $v1 - $v0))"
+	echo "# $cfg $name done (guest load $(cut -d' ' -f1 /proc/loadavg))"
+}
+
+# collect: one tsv line per fio-CFG-NAME.json, in the order they ran.
+collect() {
+	# shellcheck disable=SC2046 # file names have no blanks
+	python3 - "$TSV" $(ls -tr fio-*.json) <<'EOF' || vm_fail "fio results: see above"
+import json, sys
+out = open(sys.argv[1], "a")
+for f in sys.argv[2:]:
+    cfg, name = f[len("fio-"):-len(".json")].split("-", 1)
+    j = json.load(open(f))["jobs"][0]
+    d = j["read"] if j["read"]["io_bytes"] else j["write"]
+    if j["error"] or not d["io_bytes"]:
+        sys.exit("%s: fio error %d, %d bytes done" % (f, j["error"], d["io_bytes"]))
+    line = "%s\t%s\t%.0f\t%.2f\t%.1f" % (cfg, name, d["iops"], d["bw_bytes"] / 1048576.0,
+                                      d["lat_ns"]["mean"] / 1000.0)
+    out.write(line + "\n")
+    print("# " + line.replace("\t", " "))
+EOF
+}
+
+na() {
+	printf '%s\t-\tn/a\t%s\n' "$1" "$2" >>"$TSV"
+	echo "# $1: n/a ($2)"
+}
+
+# ---- kernel NVMe-oF over rdma ---------------------------------------------------------------
+
+attach_kernel() {
+	vm_modprobe nvmet nvmet_rdma nvme_rdma
+	S=$NVMET/subsystems/$NQN
+	mkdir "$S" && echo 1 >"$S/attr_allow_any_host" || vm_fail "nvmet: subsystem $NQN"
+	NVMET_UP=1
+	mkdir "$S/namespaces/1" && printf '%s' "$PWD/disk/disk.img" >"$S/namespaces/1/device_path" ||
+		vm_fail "nvmet: namespace"
+	# Same cache mode as the rdmablk export (tmpfs takes O_DIRECT since 6.6; it is the same
+	# page cache either way).
+	echo "$KBUF" >"$S/namespaces/1/buffered_io" || vm_fail "nvmet: buffered_io"
+	echo 1 >"$S/namespaces/1/enable" || vm_fail "nvmet: enable namespace (buffered_io=$KBUF)"
+	P=$NVMET/ports/1
+	mkdir "$P" && echo rdma >"$P/addr_trtype" && echo ipv4 >"$P/addr_adrfam" &&
+		echo "$TGT_ADDR" >"$P/addr_traddr" && echo 4420 >"$P/addr_trsvcid" &&
+		ln -s "$S" "$P/subsystems/$NQN" || vm_fail "nvmet: rdma port $TGT_ADDR:4420"
+	hostnqn=nqn.2014-08.org.nvmexpress:uuid:$(cat /proc/sys/kernel/random/uuid)
+	nvme connect -t rdma -n "$NQN" -a "$TGT_ADDR" -s 4420 -i "$QUEUES" -Q "$DEPTH" \
+		--hostnqn="$hostnqn" >>nvme.log 2>&1 || { cat nvme.log; vm_fail "nvme connect"; }
+	NVME_CONNECTED=1
+	vm_wait_for 20 nvme_dev || vm_fail "no namespace block device for $NQN"
+	DEV_k=/dev/$(nvme_dev)
+	vm_wait_for 10 test -b "$DEV_k" || vm_fail "$DEV_k is no block device"
+	name=${DEV_k#/dev/}
+	ctrl=$(nvme_ctrl)
+	info "k: nvme connect -t rdma -a $TGT_ADDR -s 4420 -i $QUEUES -Q $DEPTH -> $DEV_k ($ctrl:" \
+		"queue_count $(cat /sys/class/nvme/$ctrl/queue_count) incl. admin," \
+		"sqsize $(cat /sys/class/nvme/$ctrl/sqsize)), nvmet file namespace buffered_io=$KBUF," \
+		"max_sectors_kb $(cat /sys/block/$name/queue/max_sectors_kb)"
+	CFGS="$CFGS k"
+}
+
+# The namespace's block device: the multipath head under the subsystem, else the controller's.
+nvme_dev() {
+	for d in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
+		[ "$(cat "$d/subsysnqn" 2>/dev/null)" = "$NQN" ] || continue
+		for n in "$d"/nvme*n*; do
+			n=$(basename "$n")
+			case $n in *c*n*) continue ;; esac
+			[ -e "/sys/block/$n" ] && { echo "$n"; return 0; }
+		done
+	done
+	return 1
+}
+
+nvme_ctrl() {
+	for c in /sys/class/nvme/nvme*; do
+		[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$NQN" ] && { basename "$c"; return 0; }
+	done
+	return 1
+}
+
+# ---- rdmablk ---------------------------------------------------------------------------------
+
+start_target() {
+	{
+		echo "[target]"
+		echo "listen = rdma://$TGT_ADDR:$RB_RDMA_PORT, tcp://$TGT_ADDR:$RB_TCP_PORT"
+		echo "threads = 2"
+		echo "[export bench]"
+		echo "path = $PWD/disk/disk.img"
+		echo "direct = $RB_DIRECT"
+	} >target.conf
+	"$TGT_BIN" --config target.conf >target.log 2>&1 &
+	TGT_PID=$!
+	vm_wait_for 30 grep -q "ready:" target.log || vm_fail "rdmablk-target did not become ready"
+	info "rdmablk-target: threads 2, direct=$RB_DIRECT, other settings default" \
+		"($(grep -h 'listening on\|ready:' target.log | sed 's/.*: //' | tr '\n' ' '))"
+}
+
+# attach_rdmablk CFG URI FLAG...: attach with FLAG (e.g. --nbd-device auto); sets DEV_CFG and
+# PID_CFG.
+attach_rdmablk() {
+	cfg=$1
+	uri=$2
+	shift 2
+	"$INI_BIN" "$uri" "$@" --queues "$QUEUES" --queue-depth "$DEPTH" --log-level warning \
+		>"ini-$cfg.out" 2>"ini-$cfg.log" &
+	pid=$!
+	eval "PID_$cfg=$pid"
+	CFGS="$CFGS $cfg"
+	t=0
+	while ! grep -q '^attached /dev/' "ini-$cfg.out" 2>/dev/null; do
+		alive "$pid" || vm_fail "$cfg: rdmablk-initiator $* exited before attaching"
+		[ $t -lt 600 ] || vm_fail "$cfg: rdmablk-initiator did not attach within 60 s"
+		sleep 0.1
+		t=$((t + 1))
+	done
+	dev=$(sed -n 's/^attached \(\/dev\/[a-z0-9]*\)$/\1/p' "ini-$cfg.out" | head -n 1)
+	vm_wait_for 10 test -b "$dev" || vm_fail "$cfg: $dev is no block device"
+	eval "DEV_$cfg=$dev"
+	name=${dev#/dev/}
+	info "$cfg: rdmablk-initiator $uri $* --queues $QUEUES --queue-depth $DEPTH -> $dev," \
+		"$(ls "/sys/block/$name/mq" 2>/dev/null | wc -l) hw queues," \
+		"nr_requests $(cat "/sys/block/$name/queue/nr_requests")," \
+		"max_sectors_kb $(cat "/sys/block/$name/queue/max_sectors_kb")"
+}
+
+# detach_rdmablk CFG: SIGTERM, which must end the initiator with status 0.
+detach_rdmablk() {
+	eval "pid=\$PID_$1"
+	kill -TERM "$pid" || vm_fail "$1: initiator not running at the end"
+	vm_wait_for 60 dead "$pid" || vm_fail "$1: initiator still running 60 s after SIGTERM"
+	rc=0
+	wait "$pid" || rc=$?
+	eval "PID_$1="
+	[ "$rc" = 0 ] || vm_fail "$1: initiator exited $rc after SIGTERM"
+}
+
+# cpu_ticks PID: user+system clock ticks of the whole process (comm has no blanks here).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# cpu_report LABEL SECS: CPU share of the target and each initiator since cpu_mark.
+cpu_mark() {
+	CPU_T0=$(cpu_ticks "$TGT_PID")
+	for c in $CFGS; do
+		[ "$c" = k ] && continue
+		eval "CPU0_$c=\$(cpu_ticks \$PID_$c)"
+	done
+}
+cpu_report() {
+	hz=$(getconf CLK_TCK)
+	out="target $(awk -v a="$CPU_T0" -v b="$(cpu_ticks "$TGT_PID")" -v hz="$hz" -v s="$2" \
+		'BEGIN { printf "%.1f", (b - a) / hz }') s"
+	for c in $CFGS; do
+		[ "$c" = k ] && continue
+		eval "a=\$CPU0_$c b=\$(cpu_ticks \$PID_$c)"
+		out="$out, initiator $c $(awk -v a="$a" -v b="$b" -v hz="$hz" \
+			'BEGIN { printf "%.1f", (b - a) / hz }') s"
+	done
+	info "CPU time $1 (${2} s wall): $out"
+}
+
+# has FLAG: the initiator's --help lists FLAG.
+has() { "$INI_BIN" --help 2>&1 | grep -q -- "$1"; }
+has_transport() { "$INI_BIN" --version | grep -qw "$1"; }
+
+# ---- main ------------------------------------------------------------------------------------
+
+vm_requires fio nvme python3 rdma ip
+[ -x "$TGT_BIN" ] || vm_fail "$TGT_BIN not built"
+[ -x "$INI_BIN" ] || vm_fail "$INI_BIN not built"
+rm -f "$TSV" "$INFO"
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+info "guest: kernel $(uname -r), $(nproc) vCPUs (qemu TCG)," \
+	"$(($(sed -n 's/MemTotal: *\([0-9]*\).*/\1/p' /proc/meminfo) / 1024)) MiB," \
+	"fio $(fio --version), $(nvme version | head -n 1), $("$INI_BIN" --version)"
+info "fio: ioengine=io_uring direct=1 time_based runtime=${RUNTIME}s ramp_time=${RAMP}s" \
+	"size=${SIZE_MB}M norandommap, one job each; lat = mean total latency (submit+complete);" \
+	"all devices attached throughout, each job on each device in turn, order rotated per job"
+setup_rxe
+mkdir -p disk
+mount -t tmpfs -o size=$((SIZE_MB + 64))m tmpfs disk || vm_fail "tmpfs for the backing file"
+t0=$(cut -d' ' -f1 /proc/uptime)
+# Every block written (no holes: reads must copy real pages); /dev/urandom for all of it takes
+# over a minute under TCG, so a 16 MiB random chunk repeated.
+dd if=/dev/urandom of=chunk bs=1M count=16 status=none || vm_fail "random chunk"
+i=0
+while [ $i -lt $((SIZE_MB / 16)) ]; do
+	cat chunk || exit 1
+	i=$((i + 1))
+done >disk/disk.img || vm_fail "fill the file"
+rm -f chunk
+[ "$(stat -c %s disk/disk.img)" = $((SIZE_MB << 20)) ] || vm_fail "backing file has the wrong size"
+info "backing file: ${SIZE_MB} MiB (a 16 MiB random chunk repeated) on a guest tmpfs, written in" \
+	"$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.0f", b - a }') s"
+
+# Cache mode for both: O_DIRECT when the tmpfs takes it (6.6+), else buffered.
+if dd if=disk/disk.img of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; then
+	KBUF=0 RB_DIRECT=yes
+else
+	KBUF=1 RB_DIRECT=no
+fi
+
+attach_kernel
+rb_na=
+has_transport rdma || rb_na="not built: no rdma transport"
+start_target
+if ! has --nbd-device; then
+	na r "not built: --nbd-device missing"
+	na t "not built: --nbd-device missing"
+else
+	vm_modprobe nbd
+	if [ -n "$rb_na" ]; then
+		na r "$rb_na"
+	else
+		attach_rdmablk r "rdma://$TGT_ADDR:$RB_RDMA_PORT/bench" --nbd-device auto
+	fi
+	attach_rdmablk t "tcp://$TGT_ADDR:$RB_TCP_PORT/bench" --nbd-device auto
+fi
+if ! has --ublk; then
+	na u "not built: --ublk missing"
+elif [ -n "$rb_na" ]; then
+	na u "$rb_na"
+else
+	vm_modprobe ublk_drv
+	attach_rdmablk u "rdma://$TGT_ADDR:$RB_RDMA_PORT/bench" --ublk
+fi
+
+# Attached but idle, the daemons must not eat the CPU the measured one needs.
+cpu_mark
+sleep 5
+cpu_report "while all are idle" 5
+info "load at start: $(cat /proc/loadavg)"
+cpu_mark
+t0=$(cut -d. -f1 /proc/uptime)
+rot=0
+for job in $JOBS; do
+	name=${job%%:*} rest=${job#*:}
+	rw=${rest%%:*} rest=${rest#*:}
+	bs=${rest%%:*} qd=${rest#*:}
+	# This job's order: CFGS rotated left by rot.
+	set -- $CFGS
+	i=0
+	while [ $i -lt $((rot % $#)) ]; do
+		c=$1
+		shift
+		set -- "$@" "$c"
+		i=$((i + 1))
+	done
+	for c in "$@"; do
+		eval "dev=\$DEV_$c"
+		run_job "$c" "$dev" "$name" "$rw" "$bs" "$qd"
+	done
+	rot=$((rot + 1))
+done
+collect
+cpu_report "during the jobs" $(($(cut -d. -f1 /proc/uptime) - t0))
+info "load at end: $(cat /proc/loadavg)"
+
+# Every configuration's traffic crossed the link: the initiator side's counters say so.
+for c in $CFGS; do
+	eval "p=\${PK_$c:-0} v=\${VP_$c:-0}"
+	info "$c: $INI_DEV sent $p RoCE packets, $INI_IF sent $v packets during its jobs"
+	case $c in
+	t) [ "$v" -gt 1000 ] || vm_fail "$c: the jobs' traffic did not cross $INI_IF" ;;
+	*) [ "$p" -gt 1000 ] || vm_fail "$c: the jobs' traffic did not cross $INI_DEV" ;;
+	esac
+done
+for c in $CFGS; do
+	[ "$c" = k ] || detach_rdmablk "$c"
+done
+nvmet_down
+exit 0

@@ -1,0 +1,114 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# In-VM benchmark: the kernel's NVMe-oF over rdma against rdmablk's block device frontends,
+# all in one boot of the test VM (tests/vm/run.sh), on the same Soft-RoCE link and the same
+# 1 GiB backing file; the guest half is bench/vm-bench-guest.sh. Prints the table here.
+#
+#   bench/vm-bench.sh [BUILD_DIR]      (default: . if it is a build tree, else SRC/build)
+#   RUNTIME=10 RAMP=2                  seconds per fio job and of ramp before it
+#   QUEUES=2 DEPTH=128                 I/O queues and depth, for nvme connect and rdmablk
+#   RDMABLK_VM_MEM=3072                guest MiB (the backing file lives in guest RAM)
+# Results (and the guest log) in BUILD_DIR/bench/vm-bench-results/. Not a test: not in make
+# check. Takes ~5.5-7 minutes on 2 cores under TCG. See bench/README.md.
+set -eu
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+if [ $# -gt 0 ]; then
+	build=$1
+elif [ -x ./target/rdmablk-target ]; then
+	build=.
+else
+	build=$src/build
+fi
+build=$(cd "$build" && pwd)
+for b in target/rdmablk-target initiator/rdmablk-initiator; do
+	[ -x "$build/$b" ] || { echo "vm-bench: $build/$b not built" >&2; exit 1; }
+done
+command -v python3 >/dev/null || { echo "vm-bench: needs python3" >&2; exit 1; }
+RUNTIME=${RUNTIME:-10}
+RAMP=${RAMP:-2}
+QUEUES=${QUEUES:-2}
+DEPTH=${DEPTH:-128}
+export RDMABLK_VM_MEM="${RDMABLK_VM_MEM:-3072}"
+
+res=$build/bench/vm-bench-results
+mkdir -p "$res"
+rm -f "$res/vm-bench.tsv" "$res/vm-bench.info" "$res/vm-bench.table"
+cat >"$res/vm-bench.env" <<EOF
+RUNTIME=$RUNTIME
+RAMP=$RAMP
+QUEUES=$QUEUES
+DEPTH=$DEPTH
+EOF
+
+load0=$(uptime)
+start=$(date +%s)
+rc=0
+sh "$src/tests/vm/run.sh" --results "$res" --builddir "$build" "$src/bench/vm-bench-guest.sh" ||
+	rc=$?
+elapsed=$(($(date +%s) - start))
+load1=$(uptime)
+if [ $rc != 0 ] || [ ! -s "$res/vm-bench.tsv" ]; then
+	echo "vm-bench: the guest run failed (run.sh exit $rc); guest log $res/vm-bench-guest.log:" >&2
+	tail -n 60 "$res/vm-bench-guest.log" 2>/dev/null | sed 's/^/  | /' >&2
+	exit 1
+fi
+
+rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')
+python3 - "$res" "$load0" "$load1" "$elapsed" "$rev" <<'PY' | tee "$res/vm-bench.table"
+import sys, datetime
+res, load0, load1, elapsed, rev = sys.argv[1:6]
+cfgs = [("k", "kernel nvme-rdma"), ("r", "rdmablk nbd/rdma"), ("t", "rdmablk nbd/tcp"),
+        ("u", "rdmablk ublk/rdma")]
+jobs = ["4k-randread-qd32", "4k-randwrite-qd32", "128k-seqread-qd8", "4k-randread-qd1"]
+cells, na = {}, {}
+for line in open(res + "/vm-bench.tsv"):
+    f = line.rstrip("\n").split("\t")
+    if f[1] == "-":
+        na[f[0]] = f[3]
+    else:
+        cells[(f[0], f[1])] = tuple(map(float, f[2:5]))  # iops, MiB/s, lat us
+
+def big(job):
+    return job.startswith("128k")
+
+def cell(c, job):
+    if c in na:
+        return "n/a"
+    v = cells.get((c, job))
+    if v is None:
+        return "?"
+    if big(job):
+        return "%.1f MiB/s %.0fus" % (v[1], v[2])
+    return "%.0f IOPS %.0fus" % (v[0], v[2])
+
+def ratio(c, job):
+    k, v = cells.get(("k", job)), cells.get((c, job))
+    if c in na or not k or not v:
+        return "n/a"
+    key = 1 if big(job) else 0
+    return "%.2fx lat %.2fx" % (v[key] / k[key], v[2] / k[2])
+
+print("rdmablk in-VM benchmark, %s, commit %s, VM run %ss" %
+      (datetime.date.today().isoformat(), rev, elapsed))
+print("host load before: %s" % load0.strip())
+print("host load after:  %s" % load1.strip())
+for l in open(res + "/vm-bench.info"):
+    print("  " + l.rstrip())
+w = 24
+print()
+print("%-18s | " % "job" + " | ".join("%-*s" % (w, n) for _, n in cfgs))
+print("-" * 18 + "-+-" + "-+-".join("-" * w for _ in cfgs))
+for j in jobs:
+    print("%-18s | " % j + " | ".join("%-*s" % (w, cell(c, j)) for c, _ in cfgs))
+print()
+print("ratios vs kernel nvme-rdma (IOPS for 4K jobs, MiB/s for 128K; mean latency):")
+print("%-18s | " % "job" + " | ".join("%-*s" % (w, n) for _, n in cfgs[1:]))
+print("-" * 18 + "-+-" + "-+-".join("-" * w for _ in cfgs[1:]))
+for j in jobs:
+    print("%-18s | " % j + " | ".join("%-*s" % (w, ratio(c, j)) for c, _ in cfgs[1:]))
+for c, n in cfgs:
+    if c in na:
+        print("%s: n/a (%s)" % (n, na[c]))
+PY
