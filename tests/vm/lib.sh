@@ -132,6 +132,23 @@ vm_modprobe() {
 	done
 }
 
+# A process in D state in every one of 4 samples, 1 s apart, is a hang, not a
+# passing wait: print them, leave their pids in VM_DSTATE and return 1.
+vm_no_dstate() {
+	_d=$(ps -eo pid=,stat= | awk '$2 ~ /^D/ { print $1 }' | sort)
+	for _i in 1 2 3; do
+		[ -n "$_d" ] || return 0
+		sleep 1
+		_d=$(printf '%s\n' "$_d" | while read -r _p; do
+			ps -o stat= -p "$_p" 2>/dev/null | grep -q '^D' && echo "$_p"
+		done)
+	done
+	[ -n "$_d" ] || return 0
+	ps -eo pid,stat,wchan:32,args | awk 'NR == 1 || $2 ~ /^D/'
+	VM_DSTATE=$(echo $_d)
+	return 1
+}
+
 vm_wait_for() {
 	_t=$1
 	shift

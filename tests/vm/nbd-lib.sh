@@ -160,19 +160,9 @@ nbd_detach() {
 	echo "# $NBD_DEV detached in $((_t / 10)).$((_t % 10)) s"
 }
 
-# A process in D state in every one of 4 samples, 1 s apart, is a hang, not a passing wait.
+# Processes stuck in D state fail the test (vm_no_dstate in lib.sh samples them).
 nbd_check_no_dstate() {
-	_d=$(ps -eo pid=,stat= | awk '$2 ~ /^D/ { print $1 }' | sort)
-	for _i in 1 2 3; do
-		[ -n "$_d" ] || return 0
-		sleep 1
-		_d=$(printf '%s\n' "$_d" | while read -r _p; do
-			ps -o stat= -p "$_p" 2>/dev/null | grep -q '^D' && echo "$_p"
-		done)
-	done
-	[ -n "$_d" ] || return 0
-	ps -eo pid,stat,wchan:32,args | awk 'NR == 1 || $2 ~ /^D/'
-	nbd_fail "processes stuck in D state: $(echo $_d)"
+	vm_no_dstate || nbd_fail "processes stuck in D state: $VM_DSTATE"
 }
 
 nbd_kill_target() {

@@ -192,19 +192,9 @@ ublk_detach() {
 	tail -n 40 ini.log | sed 's/^/#   /'
 }
 
-# A process in D state in every one of 4 samples, 1 s apart, is a hang, not a passing wait.
+# Processes stuck in D state fail the test (vm_no_dstate in lib.sh samples them).
 ublk_check_no_dstate() {
-	_d=$(ps -eo pid=,stat= | awk '$2 ~ /^D/ { print $1 }' | sort)
-	for _i in 1 2 3; do
-		[ -n "$_d" ] || return 0
-		sleep 1
-		_d=$(printf '%s\n' "$_d" | while read -r _p; do
-			ps -o stat= -p "$_p" 2>/dev/null | grep -q '^D' && echo "$_p"
-		done)
-	done
-	[ -n "$_d" ] || return 0
-	ps -eo pid,stat,wchan:32,args | awk 'NR == 1 || $2 ~ /^D/'
-	ublk_fail "processes stuck in D state: $(echo $_d)"
+	vm_no_dstate || ublk_fail "processes stuck in D state: $VM_DSTATE"
 }
 
 ublk_kill_target() {
