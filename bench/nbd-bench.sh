@@ -8,6 +8,9 @@
 # ratios a/b and a/c.
 #   bench/nbd-bench.sh [BUILD_DIR]      (default: build)
 #   RUNTIME=10 SIZE=1G                   per-job seconds, file size
+#   TARGET_CONF="poll-us = 50"           extra [target] lines for (a)
+#   INITIATOR_OPTS="--poll-us 50"        extra initiator flags for (a)
+#   ONLY=4k-randread-qd1                 run only the jobs whose name matches
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build}
@@ -51,6 +54,7 @@ cat >"$W/target.conf" <<EOF
 listen = tcp://127.0.0.1:$port
 threads = 1
 log-level = warning
+${TARGET_CONF:-}
 [export bench]
 path = $W/disk.img
 EOF
@@ -58,7 +62,7 @@ EOF
 pids+=($!)
 sleep 0.5
 "$build/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
-	--nbd-socket "$W/a.sock" --log-level warning >"$W/initiator.log" 2>&1 &
+	--nbd-socket "$W/a.sock" --log-level warning ${INITIATOR_OPTS:-} >"$W/initiator.log" 2>&1 &
 pids+=($!)
 wait_for 20 -S "$W/a.sock"
 
@@ -102,6 +106,7 @@ printf "%-19s %-22s %-22s %-22s %6s %6s\n" job "a rdmablk/tcp" "b nbdkit nbd->fi
 for j in "${JOBS[@]}"; do
 	set -- $j
 	name=$1 rw=$2 bs=$3 qd=$4
+	[[ $name == *${ONLY:-}* ]] || continue
 	ra=$(run_fio "$W/a.sock" bench "$rw" "$bs" "$qd")
 	rb=$(run_fio "$W/b.sock" "" "$rw" "$bs" "$qd")
 	rc=$(run_fio "$W/c.sock" "" "$rw" "$bs" "$qd")

@@ -13,6 +13,7 @@
 
 #include "bufpool.h"
 #include "session.h"
+#include "spin.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -83,7 +84,7 @@ struct rb_reactor {
 	int wake_fd; /* eventfd: inbox */
 	int timer_fd;
 	uint32_t tick_ms;
-	bool busy_poll;
+	struct rb_spin spin; /* busy-poll / poll-us */
 	atomic_bool stop;
 
 	const struct rb_transport_ops *ops;

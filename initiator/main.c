@@ -41,7 +41,7 @@ struct cli {
 	bool ublk; /* --ublk */
 	uint32_t queues, depth, timeout, kato, threads, connect_timeout;
 	bool queues_set, depth_set, timeout_set, kato_set, threads_set, connect_timeout_set;
-	int tos, ack_timeout, retry_count, rnr_retry; /* -1: not given */
+	int tos, ack_timeout, retry_count, rnr_retry, poll_us; /* -1: not given */
 };
 
 enum {
@@ -52,6 +52,7 @@ enum {
 	OPT_LISTEN_ANY,
 	OPT_LOG_LEVEL,
 	OPT_BUSY_POLL,
+	OPT_POLL_US,
 	OPT_TOS,
 	OPT_ACK_TIMEOUT,
 	OPT_RETRY_COUNT,
@@ -78,6 +79,7 @@ static const struct option long_opts[] = {
 	{ "ublk", no_argument, NULL, OPT_UBLK },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
+	{ "poll-us", required_argument, NULL, OPT_POLL_US },
 	{ "tos", required_argument, NULL, OPT_TOS },
 	{ "ack-timeout", required_argument, NULL, OPT_ACK_TIMEOUT },
 	{ "retry-count", required_argument, NULL, OPT_RETRY_COUNT },
@@ -126,6 +128,8 @@ static void usage(FILE *f)
 		"                           prints \"attached /dev/ublkbN\"\n"
 		"      --log-level LEVEL    error, warning, info (default), debug\n"
 		"      --busy-poll          reactors spin on their completion queue\n"
+		"      --poll-us N          keep polling N microseconds after work before\n"
+		"                           sleeping (0..1000000; lower latency at low depth)\n"
 		"      --tos N              rdma: IP ToS / traffic class (0..255)\n"
 		"      --ack-timeout N      rdma: ack timeout, 4.096us * 2^N (0..31)\n"
 		"      --retry-count N      rdma: transport retries (0..7)\n"
@@ -158,7 +162,7 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 	int opt;
 
 	memset(c, 0, sizeof(*c));
-	c->tos = c->ack_timeout = c->retry_count = c->rnr_retry = -1;
+	c->tos = c->ack_timeout = c->retry_count = c->rnr_retry = c->poll_us = -1;
 	while ((opt = getopt_long(argc, argv, "c:a:q:d:s:l:hV", long_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': c->config = optarg; break;
@@ -197,6 +201,9 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case OPT_UBLK: c->ublk = true; break;
 		case OPT_LOG_LEVEL: c->log_level = optarg; break;
 		case OPT_BUSY_POLL: c->busy_poll = true; break;
+		case OPT_POLL_US:
+			c->poll_us = (int)parse_num("--poll-us", optarg, 0, 1000000);
+			break;
 		case OPT_TOS: c->tos = (int)parse_num("--tos", optarg, 0, 255); break;
 		case OPT_ACK_TIMEOUT:
 			c->ack_timeout = (int)parse_num("--ack-timeout", optarg, 0, 31);
@@ -338,6 +345,8 @@ static int build_run(const struct cli *c, struct run *r)
 		r->p.topts.rnr_retry = c->rnr_retry;
 	if (c->busy_poll)
 		r->p.topts.busy_poll = 1;
+	if (c->poll_us >= 0)
+		r->p.topts.poll_us = c->poll_us;
 	if (c->connect_timeout_set)
 		r->p.topts.connect_timeout_ms = (int)c->connect_timeout;
 	r->p.ep = r->uri.ep;

@@ -202,7 +202,7 @@ int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id)
 	memset(r, 0, sizeof(*r));
 	r->id = id;
 	r->s = s;
-	r->busy_poll = s->p.topts.busy_poll;
+	rb_spin_init(&r->spin, &s->p.topts);
 	r->epfd = r->wake_fd = r->timer_fd = -1;
 	atomic_init(&r->stop, false);
 	pthread_mutex_init(&r->inbox_lock, NULL);
@@ -311,7 +311,8 @@ static void *reactor_main(void *arg)
 	settle(r);
 	while (!atomic_load(&r->stop)) {
 		/* settle() is bounded: do not sleep on work it left queued. */
-		int n = epoll_wait(r->epfd, evs, EV_BATCH, r->busy_poll || r->defer_head ? 0 : -1);
+		int n = epoll_wait(r->epfd, evs, EV_BATCH,
+				   rb_spin_polling(&r->spin) || r->defer_head ? 0 : -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -330,6 +331,7 @@ static void *reactor_main(void *arg)
 		settle(r);
 		if (r->cq)
 			r->ops->cq_cork(r->cq, false);
+		rb_spin_note(&r->spin, n > 0);
 	}
 	return NULL;
 }

@@ -124,6 +124,7 @@ static void fail_value(struct parse_ctx *ctx, const char *key, const char *value
 /* The transport options every daemon section takes. */
 #define TOPTS(st)                                                                                  \
 	{ "busy-poll", K_BOOL_INT, offsetof(st, topts.busy_poll), 0, 0, 0, 0, NULL },              \
+	NUM(st, "poll-us", topts.poll_us, K_INT, 0, 1000000),                                      \
 	NUM(st, "tos", topts.tos, K_INT, 0, 255),                                                  \
 	NUM(st, "ack-timeout", topts.ack_timeout, K_INT, 0, 31),                                   \
 	NUM(st, "retry-count", topts.retry_count, K_INT, 0, 7),                                    \

@@ -78,5 +78,6 @@ void rb_transport_opts_init(struct rb_transport_opts *o)
 	o->retry_count = -1;
 	o->rnr_retry = -1;
 	o->busy_poll = 0;
+	o->poll_us = 0;
 	o->connect_timeout_ms = 5000;
 }

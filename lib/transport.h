@@ -115,6 +115,7 @@ struct rb_transport_opts {
 	int retry_count; /* rdma: 0..7, -1 = default */
 	int rnr_retry; /* rdma: 0..7, -1 = default */
 	int busy_poll; /* reactor spins instead of waiting */
+	int poll_us; /* reactor polls this long after work before sleeping */
 	int connect_timeout_ms;
 };
 

@@ -206,7 +206,7 @@ static void reactor_loop(struct tgt_reactor *r)
 	uint64_t drain_deadline = 0;
 
 	for (;;) {
-		int timeout = r->busy_poll ? 0 : stop_seen ? 10 : 1000;
+		int timeout = rb_spin_polling(&r->spin) ? 0 : stop_seen ? 10 : 1000;
 		int n, work = 0;
 
 		if (r->sq_pending) {
@@ -264,7 +264,7 @@ static void reactor_loop(struct tgt_reactor *r)
 			/* Let in-flight commands finish, then close (bounded). */
 			tgt_queue_drain(r, tgt_now_ns() > drain_deadline);
 		}
-		(void)work;
+		rb_spin_note(&r->spin, n > 0 || work > 0);
 	}
 }
 
@@ -321,7 +321,7 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 	memset(r, 0, sizeof(*r));
 	r->id = id;
 	r->t = t;
-	r->busy_poll = c->topts.busy_poll;
+	rb_spin_init(&r->spin, &c->topts);
 	r->pending_buf_tail = &r->pending_buf;
 	r->pending_exec_tail = &r->pending_exec;
 	pthread_mutex_init(&r->inbox_lock, NULL);

@@ -11,6 +11,7 @@
 
 #include "bufpool.h"
 #include "conf.h"
+#include "spin.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -191,7 +192,7 @@ struct tgt_reactor {
 	pthread_mutex_t inbox_lock;
 	struct tgt_conn_msg *inbox;
 	atomic_bool stopping;
-	bool busy_poll;
+	struct rb_spin spin; /* busy-poll / poll-us */
 };
 
 struct tgt_target {

@@ -161,6 +161,9 @@ static void test_target_bad(void)
 		   "2: log-level 'loud': unknown log level (error, warning, info, debug)");
 	bad_target("[target]\nbusy-poll = sometimes\n",
 		   "2: busy-poll 'sometimes': not a boolean (yes/no, true/false, on/off, 1/0)");
+	bad_target("[target]\npoll-us = -1\n", "2: poll-us '-1': not a number");
+	bad_target("[target]\npoll-us = 1000001\n",
+		   "2: poll-us '1000001': out of range (0..1000000)");
 	bad_target("[target]\ntos = 256\n", "2: tos '256': out of range (0..255)");
 	bad_target("[target]\nack-timeout = 32\n", "2: ack-timeout '32': out of range (0..31)");
 	bad_target("[target]\nretry-count = 8\n", "2: retry-count '8': out of range (0..7)");
@@ -276,6 +279,7 @@ static void test_target_good(void)
 	is_int(c.log_level, RB_LOG_INFO, "default log level");
 	is_int(c.topts.tos, d.topts.tos, "default tos");
 	is_int(c.topts.busy_poll, 0, "default busy-poll");
+	is_int(c.topts.poll_us, 0, "default poll-us");
 	is_int(c.topts.connect_timeout_ms, d.topts.connect_timeout_ms, "default connect-timeout");
 	is_int(c.nr_exports, 0, "no exports");
 	rb_target_conf_free(&c);
@@ -293,6 +297,7 @@ static void test_target_good(void)
 			   "keepalive-timeout = 5000\n"
 			   "log-level = debug\n"
 			   "busy-poll = on\n"
+			   "poll-us = 75\n"
 			   "tos = 184\n"
 			   "ack-timeout = 14\n"
 			   "retry-count = 7\n"
@@ -324,6 +329,7 @@ static void test_target_good(void)
 	is_int(c.keepalive_ms, 5000, "keepalive");
 	is_int(c.log_level, RB_LOG_DEBUG, "log level");
 	is_int(c.topts.busy_poll, 1, "busy-poll");
+	is_int(c.topts.poll_us, 75, "poll-us");
 	is_int(c.topts.tos, 184, "tos");
 	is_int(c.topts.ack_timeout, 14, "ack-timeout");
 	is_int(c.topts.retry_count, 7, "retry-count");
@@ -339,7 +345,7 @@ static void test_target_good(void)
 		is_str(e->allowed[0], "rdmablk:uuid:1", "allowed[0]");
 		is_str(e->allowed[2], "host3", "allowed[2] space separated");
 		is_str(e->allowed[3], "host4", "allowed[3] repeated key");
-		is_int(e->line, 20, "export header line");
+		is_int(e->line, 21, "export header line");
 	}
 	e = rb_target_conf_export(&c, "vol.b");
 	ok(e != NULL, "lookup vol.b (blanks in the header trimmed)");

@@ -16,7 +16,7 @@ rcvd0=$(stat "$TGT_DEV" rcvd_pkts)
 
 failed=""
 for t in e2e-basic e2e-nbdcopy e2e-fio-verify e2e-readonly e2e-acl e2e-malformed \
-	e2e-target-killed e2e-sigterm; do
+	e2e-target-killed e2e-sigterm e2e-poll; do
 	rc=0
 	E2E_TRANSPORT=rdma E2E_ADDR=$TGT_ADDR top_srcdir=$top_srcdir top_builddir=$top_builddir \
 		bash "$top_srcdir/tests/$t.sh" >"$t.out" 2>&1 || rc=$?
