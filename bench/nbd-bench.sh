@@ -1,27 +1,37 @@
 #!/bin/bash
 # Side-by-side benchmark through fio's nbd engine, all peers in the same run
-# on the same backing file (on /dev/shm so the disk does not dominate):
-#   a  rdmablk: fio -> initiator (NBD, Unix socket) -> tcp loopback -> target
-#   b  nbdkit nbd plugin (Unix socket) -> TCP loopback -> nbdkit file plugin
-#   c  nbdkit file plugin directly (Unix socket)
-# Prints one table line per job with IOPS/bandwidth, mean latency and the
-# ratios a/b and a/c.
+# on the same backing file:
+#   a   rdmablk: fio -> initiator (NBD, Unix socket) -> tcp loopback -> target,
+#       defaults (event driven: every hop sleeps when it has nothing to do)
+#   ap  the same with hybrid polling, poll-us = POLL_US on both daemons
+#   b   nbdkit nbd plugin (Unix socket) -> TCP loopback -> nbdkit file plugin
+#   c   nbdkit file plugin directly (Unix socket)
+# The file lives on BENCH_DIR (default /var/tmp) and is read through the page
+# cache by everyone (nbdkit's file plugin does so by default; the rdmablk
+# export sets direct = no), so the disk does not dominate.  tmpfs is a poor
+# choice for rdmablk: it has no non-blocking reads, so io_uring hands every
+# request to a worker thread (BENCH_DIR=/dev/shm shows that).
+# Prints one line per job: IOPS or bandwidth and mean latency per peer, and
+# the ratios a/b, a/c, ap/b, ap/c.
 #   bench/nbd-bench.sh [BUILD_DIR]      (default: build)
 #   RUNTIME=10 SIZE=1G                   per-job seconds, file size
-#   TARGET_CONF="poll-us = 50"           extra [target] lines for (a)
-#   INITIATOR_OPTS="--poll-us 50"        extra initiator flags for (a)
-#   ONLY=4k-randread-qd1                 run only the jobs whose name matches
+#   POLL_US=50                           poll-us for ap; 0 leaves ap out
+#   ONLY=qd1                             run only the jobs whose name has this
+#   TARGET_CONF=, EXPORT_CONF=, INITIATOR_OPTS=
+#                                        extra [target] / [export] lines and
+#                                        initiator flags for a and ap
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build}
 build=$(cd "$build" && pwd)
 RUNTIME=${RUNTIME:-10}
 SIZE=${SIZE:-1G}
+POLL_US=${POLL_US:-50}
 for c in fio nbdkit python3; do
 	command -v $c >/dev/null || { echo "bench: needs $c (scripts/deps.sh)" >&2; exit 1; }
 done
 
-W=$(mktemp -d /dev/shm/rdmablk-bench.XXXXXX)
+W=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rdmablk-bench.XXXXXX")
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -47,25 +57,38 @@ fallocate -l "$SIZE" "$W/disk.img"
 dd if=/dev/urandom of="$W/disk.img" bs=1M count=$(($(stat -c %s "$W/disk.img") >> 20)) \
 	conv=notrunc status=none
 
-# (a) rdmablk over tcp
-port=$(free_port)
-cat >"$W/target.conf" <<EOF
+# start_rdmablk NAME POLL_US: target + initiator serving $W/NAME.sock
+start_rdmablk() {
+	local name=$1 poll=$2 port
+	port=$(free_port)
+	cat >"$W/$name-target.conf" <<CONF
 [target]
 listen = tcp://127.0.0.1:$port
 threads = 1
 log-level = warning
+poll-us = $poll
 ${TARGET_CONF:-}
 [export bench]
 path = $W/disk.img
-EOF
-"$build/target/rdmablk-target" --config "$W/target.conf" >"$W/target.log" 2>&1 &
-pids+=($!)
-sleep 0.5
-"$build/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
-	--nbd-socket "$W/a.sock" --log-level warning ${INITIATOR_OPTS:-} >"$W/initiator.log" 2>&1 &
-pids+=($!)
-wait_for 20 -S "$W/a.sock"
+direct = no
+${EXPORT_CONF:-}
+CONF
+	"$build/target/rdmablk-target" --config "$W/$name-target.conf" >"$W/$name-target.log" 2>&1 &
+	pids+=($!)
+	sleep 0.5
+	"$build/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
+		--poll-us "$poll" --nbd-socket "$W/$name.sock" --log-level warning \
+		${INITIATOR_OPTS:-} >"$W/$name-initiator.log" 2>&1 &
+	pids+=($!)
+	wait_for 20 -S "$W/$name.sock"
+}
 
+peers=(a)
+start_rdmablk a 0
+if [ "$POLL_US" != 0 ]; then
+	start_rdmablk ap "$POLL_US"
+	peers+=(ap)
+fi
 # (b) nbdkit nbd plugin -> TCP -> nbdkit file plugin
 bport=$(free_port)
 nbdkit --exit-with-parent -f -i 127.0.0.1 -p "$bport" file "$W/disk.img" &
@@ -78,6 +101,7 @@ nbdkit --exit-with-parent -f -U "$W/c.sock" file "$W/disk.img" &
 pids+=($!)
 wait_for 20 -S "$W/b.sock"
 wait_for 20 -S "$W/c.sock"
+peers+=(b c)
 
 # name rw bs iodepth
 JOBS=(
@@ -87,12 +111,13 @@ JOBS=(
 	"4k-randread-qd1 randread 4k 1"
 )
 
-run_fio() { # run_fio SOCKET EXPORT rw bs qd -> "iops bw_MiBs lat_us"
-	local sock=$1 exp=$2 rw=$3 bs=$4 qd=$5
-	fio --name=b --ioengine=nbd --uri="nbd+unix:///$exp?socket=$sock" --rw="$rw" --bs="$bs" \
-		--iodepth="$qd" --time_based --runtime="$RUNTIME" --ramp_time=1 --size="$SIZE" \
-		--output-format=json --output="$W/fio.json" >/dev/null 2>&1 ||
-		{ echo "bench: fio failed against $sock" >&2; cat "$W/fio.json" >&2; exit 1; }
+run_fio() { # run_fio PEER rw bs qd -> "iops bw_MiBs lat_us"
+	local peer=$1 rw=$2 bs=$3 qd=$4 exp=""
+	case $peer in a | ap) exp=bench ;; esac
+	fio --name=b --ioengine=nbd --uri="nbd+unix:///$exp?socket=$W/$peer.sock" --rw="$rw" \
+		--bs="$bs" --iodepth="$qd" --time_based --runtime="$RUNTIME" --ramp_time=1 \
+		--size="$SIZE" --output-format=json --output="$W/fio.json" >/dev/null 2>&1 ||
+		{ echo "bench: fio failed against $peer" >&2; cat "$W/fio.json" >&2; exit 1; }
 	python3 - "$W/fio.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
@@ -101,22 +126,33 @@ print("%.0f %.1f %.1f" % (d["iops"], d["bw"] / 1024.0, d["clat_ns"]["mean"] / 10
 PY
 }
 
-printf "%-19s %-22s %-22s %-22s %6s %6s\n" job "a rdmablk/tcp" "b nbdkit nbd->file" \
-	"c nbdkit file" "a/b" "a/c"
+echo "# peers: ${peers[*]} (ap: poll-us $POLL_US); file on $(df --output=fstype "$W" | tail -1)" \
+	"$W; RUNTIME=$RUNTIME SIZE=$SIZE"
+first=1
 for j in "${JOBS[@]}"; do
 	set -- $j
 	name=$1 rw=$2 bs=$3 qd=$4
 	[[ $name == *${ONLY:-}* ]] || continue
-	ra=$(run_fio "$W/a.sock" bench "$rw" "$bs" "$qd")
-	rb=$(run_fio "$W/b.sock" "" "$rw" "$bs" "$qd")
-	rc=$(run_fio "$W/c.sock" "" "$rw" "$bs" "$qd")
-	python3 - "$name" "$bs" "$ra" "$rb" "$rc" <<'PY'
+	res=()
+	for p in "${peers[@]}"; do
+		res+=("$p=$(run_fio "$p" "$rw" "$bs" "$qd")")
+	done
+	python3 - "$first" "$name" "$bs" "${res[@]}" <<'PY'
 import sys
-name, bs = sys.argv[1], sys.argv[2]
-a, b, c = (list(map(float, x.split())) for x in sys.argv[3:6])
+first, name, bs = sys.argv[1] == "1", sys.argv[2], sys.argv[3]
+r = {}
+for kv in sys.argv[4:]:
+    k, v = kv.split("=")
+    r[k] = list(map(float, v.split()))
 big = bs.endswith("k") and int(bs[:-1]) >= 64
-fmt = lambda r: ("%7.1f MiB/s %6.0fus" % (r[1], r[2])) if big else ("%7.0f IOPS %7.0fus" % (r[0], r[2]))
 key = 1 if big else 0
-print("%-19s %-22s %-22s %-22s %6.2f %6.2f" % (name, fmt(a), fmt(b), fmt(c), a[key] / b[key], a[key] / c[key]))
+fmt = lambda x: ("%7.1f MiB/s %5.0fus" % (x[1], x[2])) if big else ("%7.0f IOPS %6.0fus" % (x[0], x[2]))
+ratios = [(a, o) for a in ("a", "ap") if a in r for o in ("b", "c")]
+if first:
+    print("%-18s" % "job" + "".join(" %-20s" % p for p in r) +
+          "".join(" %6s" % ("%s/%s" % q) for q in ratios))
+print("%-18s" % name + "".join(" %-20s" % fmt(r[p]) for p in r) +
+      "".join(" %6.2f" % (r[a][key] / r[o][key]) for a, o in ratios))
 PY
+	first=0
 done

@@ -150,8 +150,9 @@ void nbd_server_accept(struct nbd_server *srv, int listen_fd)
 			return;
 		}
 		describe_peer(&ss, sl, desc, sizeof(desc), listen_fd);
-		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if ((ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
+		    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+			rb_dbg("nbd %s: TCP_NODELAY: %s", desc, strerror(errno));
 		nbd_server_add_client(srv, fd, pick_queue(srv), true, desc);
 	}
 }
