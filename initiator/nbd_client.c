@@ -264,18 +264,17 @@ static void handle_request(struct nbd_client *c)
 
 /* ---- socket I/O ------------------------------------------------------------ */
 
-/* >0 bytes, 0 would block, <0 the client is gone (closed here). */
-static ssize_t c_read(struct nbd_client *c, void *buf, size_t len)
+/* >0 bytes, 0 would block, <0 the client is gone (closed here, with eof_msg
+ * when it hung up). */
+static ssize_t c_read_iov(struct nbd_client *c, struct iovec *iov, int n, const char *eof_msg)
 {
 	for (;;) {
-		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+		ssize_t r = readv(c->fd, iov, n);
 
-		if (n > 0)
-			return n;
-		if (n == 0) {
-			client_close(c, c->st == CS_TX_HDR && c->hdr_got == 0 ?
-						"client closed the connection" :
-						"client closed the connection mid-message");
+		if (r > 0)
+			return r;
+		if (r == 0) {
+			client_close(c, eof_msg);
 			return -1;
 		}
 		if (errno == EINTR)
@@ -287,24 +286,19 @@ static ssize_t c_read(struct nbd_client *c, void *buf, size_t len)
 	}
 }
 
+static ssize_t c_read(struct nbd_client *c, void *buf, size_t len)
+{
+	struct iovec v = { .iov_base = buf, .iov_len = len };
+
+	return c_read_iov(c, &v, 1,
+			  c->st == CS_TX_HDR && c->hdr_got == 0 ?
+				  "client closed the connection" :
+				  "client closed the connection mid-message");
+}
+
 static ssize_t c_readv(struct nbd_client *c, struct iovec *iov, int n)
 {
-	for (;;) {
-		ssize_t r = readv(c->fd, iov, n);
-
-		if (r > 0)
-			return r;
-		if (r == 0) {
-			client_close(c, "client closed the connection mid-write");
-			return -1;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		client_close(c, strerror(errno));
-		return -1;
-	}
+	return c_read_iov(c, iov, n, "client closed the connection mid-write");
 }
 
 /* Take up to len staged bytes into buf; returns how many. */
