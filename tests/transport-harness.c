@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +20,7 @@
 #include <arpa/inet.h>
 
 #include "checked.h"
+#include "log.h"
 #include "transport-harness.h"
 const struct rb_transport_ops *T;
 struct rb_transport_opts opts;
@@ -299,4 +301,46 @@ bool fd_readable(int fd, int ms)
 	struct pollfd pf = { .fd = fd, .events = POLLIN };
 
 	return poll(&pf, 1, ms) == 1;
+}
+
+int harness_init(int argc, char **argv, const char *prog)
+{
+	const char *name = argc > 1 ? argv[1] : getenv("RB_TEST_TRANSPORT");
+	const char *addr = getenv("RB_TEST_ADDR");
+
+	if (!name || !*name)
+		name = "tcp";
+	if (!addr || !*addr)
+		addr = "127.0.0.1";
+	rb_log_init(prog, RB_LOG_WARN);
+	T = rb_transport_find(name);
+	if (!T) {
+		printf("# SKIP transport \"%s\" is not built in (have: %s)\n", name,
+		       rb_transport_names());
+		return 77;
+	}
+	is_tcp = strcmp(name, "tcp") == 0;
+	rb_transport_opts_init(&opts);
+	opts.connect_timeout_ms = 3000;
+	snprintf(lep.host, sizeof(lep.host), "%s", addr);
+	return 0;
+}
+
+int harness_listen(struct rb_listener **l)
+{
+	int ret = -1;
+
+	printf("# transport %s, address %s\n", T->name, lep.host);
+	/* Another process may grab the port between probe and listen: retry. */
+	for (int i = 0; i < 5 && (ret == -1 || ret == -EADDRINUSE); i++) {
+		if (free_port(lep.host, &lep.port))
+			continue;
+		ret = T->listen(&lep, &opts, l);
+	}
+	if (ret) {
+		printf("# SKIP cannot listen on %s with %s: %s\n", lep.host, T->name,
+		       strerror(-ret));
+		return 77;
+	}
+	return 0;
 }

@@ -54,6 +54,12 @@ struct buf {
 	struct rb_mr *mr;
 };
 
+/* Transport from argv[1] or RB_TEST_TRANSPORT (default tcp), address from
+ * RB_TEST_ADDR (default 127.0.0.1): sets T, is_tcp, opts, lep.host.  0, or
+ * 77 (automake skip) with the reason printed when it is not built. */
+int harness_init(int argc, char **argv, const char *prog);
+/* Listen on a free port of lep.host (sets lep.port); 0 or 77. */
+int harness_listen(struct rb_listener **l);
 void twr_init(struct twr *t, int n);
 uint64_t now_ms(void);
 /* Engine-style: cq_arm, then cq_poll until empty, calling each cqe->done. */

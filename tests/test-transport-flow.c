@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport flow over loopback: an engine-like echo that reposts from its
+ * completion handlers, both directions at once, a peer process that exits
+ * without disconnecting, a SEND that waits for its receive (tcp), and the
+ * listener against silent, slow and garbage peers (tcp).  Same transport
+ * and address selection as test-tcp-transport.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "checked.h"
+#include "log.h"
+#include "tap.h"
+#include "transport.h"
+#include "transport-harness.h"
+
+static const char *self_argv0;
+
+/* Engine-like echo: completion handlers repost and answer, so posts happen
+ * between cq_poll calls of a batch. */
+enum { ECHO_SLOTS = 32, ECHO_PINGS = 2000, ECHO_WINDOW = 16, ECHO_SZ = 64 };
+
+struct echo_ctx;
+
+struct echo_wr {
+	struct rb_cqe cqe;
+	struct echo_ctx *x;
+	bool passive, recv, busy;
+	int slot;
+};
+
+struct echo_ctx {
+	struct pair *pp;
+	struct buf arb, asb, prb, psb; /* a recv/send, p recv/send */
+	struct echo_wr arecv[ECHO_SLOTS], asend[ECHO_SLOTS * 2];
+	struct echo_wr precv[ECHO_SLOTS], psend[ECHO_SLOTS];
+	int sent, pongs, inflight, errors, flushed;
+	int outstanding; /* posted, not completed: all must complete */
+	uint32_t expect;
+};
+
+static int echo_post_recv(struct echo_ctx *x, struct echo_wr *w)
+{
+	struct buf *b = w->passive ? &x->prb : &x->arb;
+	struct rb_sge s = sge(b, (size_t)w->slot * ECHO_SZ, ECHO_SZ);
+
+	x->outstanding++;
+	return T->post_recv(w->passive ? x->pp->p.c : x->pp->a.c, &w->cqe, &s, 1);
+}
+
+static void echo_ping(struct echo_ctx *x)
+{
+	while (x->sent < ECHO_PINGS && x->inflight < ECHO_WINDOW) {
+		int slot = x->sent % (ECHO_SLOTS * 2);
+		struct echo_wr *w = &x->asend[slot];
+		struct rb_sge s = sge(&x->asb, (size_t)slot * ECHO_SZ, 4 + (uint32_t)x->sent % 60);
+		uint32_t seq = (uint32_t)x->sent;
+
+		if (w->busy) {
+			x->errors++;
+			return;
+		}
+		memcpy(x->asb.p + slot * ECHO_SZ, &seq, 4);
+		w->busy = true;
+		x->outstanding++;
+		if (T->post_send(x->pp->a.c, &w->cqe, &s, 1))
+			x->errors++;
+		x->sent++;
+		x->inflight++;
+	}
+}
+
+static void echo_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct echo_wr *w = rb_container_of(wc->cqe, struct echo_wr, cqe);
+	struct echo_ctx *x = w->x;
+	uint32_t seq;
+
+	x->outstanding--;
+	if (wc->status == RB_WC_FLUSH_ERR && x->pongs == ECHO_PINGS) {
+		x->flushed++; /* teardown at the end */
+		return;
+	}
+	if (wc->status) {
+		x->errors++;
+		return;
+	}
+	if (!w->recv) {
+		w->busy = false;
+		return;
+	}
+	if (w->passive) {
+		struct echo_wr *s = &x->psend[w->slot];
+		struct rb_sge g = sge(&x->psb, (size_t)w->slot * ECHO_SZ, wc->byte_len);
+
+		if (s->busy)
+			x->errors++;
+		memcpy(x->psb.p + w->slot * ECHO_SZ, x->prb.p + w->slot * ECHO_SZ, wc->byte_len);
+		s->busy = true;
+		x->outstanding++;
+		if (T->post_send(x->pp->p.c, &s->cqe, &g, 1))
+			x->errors++;
+	} else {
+		memcpy(&seq, x->arb.p + w->slot * ECHO_SZ, 4);
+		if (seq != x->expect++ || wc->byte_len != 4 + seq % 60)
+			x->errors++;
+		x->pongs++;
+		x->inflight--;
+	}
+	if (echo_post_recv(x, w))
+		x->errors++;
+	if (!w->passive)
+		echo_ping(x);
+}
+
+static bool echo_finished(void *arg)
+{
+	struct echo_ctx *x = arg;
+
+	return x->pongs == ECHO_PINGS || x->errors;
+}
+
+static bool echo_all_completed(void *arg)
+{
+	struct echo_ctx *x = arg;
+
+	return x->outstanding == 0;
+}
+
+static void test_echo(struct rb_listener *l)
+{
+	static struct echo_ctx x;
+	struct pair pp;
+	int rc = 0;
+	uint64_t t0;
+
+	memset(&x, 0, sizeof(x));
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for echo");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	x.pp = &pp;
+	rc |= buf_reg(pp.a.d, &x.arb, ECHO_SLOTS * ECHO_SZ, 0);
+	rc |= buf_reg(pp.a.d, &x.asb, ECHO_SLOTS * 2 * ECHO_SZ, 0);
+	rc |= buf_reg(pp.p.d, &x.prb, ECHO_SLOTS * ECHO_SZ, 0);
+	rc |= buf_reg(pp.p.d, &x.psb, ECHO_SLOTS * ECHO_SZ, 0);
+	for (int i = 0; i < ECHO_SLOTS * 2; i++) {
+		x.asend[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i };
+		if (i >= ECHO_SLOTS)
+			continue;
+		x.psend[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i,
+					       .passive = true };
+		x.arecv[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i,
+					       .recv = true };
+		x.precv[i] = (struct echo_wr){ .cqe.done = echo_done, .x = &x, .slot = i,
+					       .recv = true, .passive = true };
+		rc |= echo_post_recv(&x, &x.arecv[i]);
+		rc |= echo_post_recv(&x, &x.precv[i]);
+	}
+	is_int(rc, 0, "echo: setup");
+	t0 = now_ms();
+	echo_ping(&x);
+	ok(wait_until(&pp, echo_finished, &x, 20000), "echo: finished");
+	is_int(x.pongs, ECHO_PINGS, "echo: %d round trips answered in order (%llu ms)",
+	       ECHO_PINGS, (unsigned long long)(now_ms() - t0));
+	is_int(x.errors, 0, "echo: no errors, no busy slot reused");
+	T->disconnect(pp.a.c);
+	ok(wait_until(&pp, echo_all_completed, &x, WAIT_MS), "echo: every WR completed once");
+	ok(x.flushed >= 2 * ECHO_SLOTS, "echo: posted receives flushed (%d)", x.flushed);
+	pair_close(&pp, NULL, 0);
+	buf_free(&x.arb);
+	buf_free(&x.asb);
+	buf_free(&x.prb);
+	buf_free(&x.psb);
+}
+
+/* Bulk both ways at once: WRITE+SEND one way, READs the other. */
+static void test_bidir(struct rb_listener *l)
+{
+	enum { N = 16, CH = 256 << 10 };
+	static struct twr t[4 * N];
+	struct pair pp;
+	struct buf src = { 0 }, ar = { 0 }, w = { 0 }, dst = { 0 }, am = { 0 }, pm = { 0 };
+	struct rb_sge s;
+	int rc = 0;
+	bool st = true;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for bidirectional bulk");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &src, N * CH, 0);
+	rc |= buf_reg(pp.a.d, &ar, N * CH, RB_ACCESS_REMOTE_READ);
+	rc |= buf_reg(pp.a.d, &am, 64, 0);
+	rc |= buf_reg(pp.p.d, &w, N * CH, RB_ACCESS_REMOTE_WRITE | RB_ACCESS_REMOTE_READ);
+	rc |= buf_reg(pp.p.d, &dst, N * CH, 0);
+	rc |= buf_reg(pp.p.d, &pm, N * 64, 0);
+	fill(src.p, N * CH, 11);
+	fill(ar.p, N * CH, 12);
+	twr_init(t, 4 * N);
+	for (int i = 0; i < N; i++) {
+		s = sge(&pm, (size_t)i * 64, 64);
+		rc |= T->post_recv(pp.p.c, &t[3 * N + i].cqe, &s, 1);
+	}
+	for (int i = 0; i < N; i++) {
+		s = sge(&src, (size_t)i * CH, CH);
+		rc |= T->post_write(pp.a.c, &t[i].cqe, &s, 1, (uintptr_t)w.p + (size_t)i * CH,
+				    w.mr->rkey);
+		s = sge(&am, 0, 8);
+		rc |= T->post_send(pp.a.c, &t[N + i].cqe, &s, 1);
+		s = sge(&dst, (size_t)i * CH, CH);
+		rc |= T->post_read(pp.p.c, &t[2 * N + i].cqe, &s, 1,
+				   (uintptr_t)ar.p + (size_t)i * CH, ar.mr->rkey);
+	}
+	is_int(rc, 0, "bidir: posted %d writes+sends one way, %d reads the other", N, N);
+	ok(wait_done(&pp, t, 4 * N, 20000), "bidir: all complete");
+	for (int i = 0; i < 4 * N; i++)
+		st &= t[i].wc.status == RB_WC_SUCCESS;
+	ok(st, "bidir: all succeeded");
+	ok(memcmp(w.p, src.p, N * CH) == 0, "bidir: written bytes match");
+	ok(memcmp(dst.p, ar.p, N * CH) == 0, "bidir: read bytes match");
+	pair_close(&pp, NULL, 0);
+	buf_free(&src);
+	buf_free(&ar);
+	buf_free(&w);
+	buf_free(&dst);
+	buf_free(&am);
+	buf_free(&pm);
+}
+
+/* rnr_retry 7 means "retry forever": a SEND waits for a receive. */
+static void test_rnr_wait(struct rb_listener *l)
+{
+	struct pair pp;
+	struct buf ab = { 0 }, pb = { 0 };
+	struct twr t[2];
+	struct rb_sge s;
+	int rc = 0, save = opts.rnr_retry;
+
+	opts.rnr_retry = 7; /* the connecting (receiving) side */
+	rc = pair_open(l, &pp);
+	opts.rnr_retry = save;
+	if (rc) {
+		ok(0, "connect for rnr wait");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &ab, 64, 0);
+	rc |= buf_reg(pp.p.d, &pb, 64, 0);
+	memcpy(pb.p, "late", 4);
+	twr_init(t, 2);
+	s = sge(&pb, 0, 4);
+	rc |= T->post_send(pp.p.c, &t[0].cqe, &s, 1);
+	wait_done(&pp, NULL, 0, 200);
+	ok(!rc && !t[0].done, "rnr wait: send stays outstanding without a receive");
+	s = sge(&ab, 0, 64);
+	rc |= T->post_recv(pp.a.c, &t[1].cqe, &s, 1);
+	ok(fd_readable(T->cq_fd(pp.a.cq), 1000), "rnr wait: posting the receive wakes cq_fd");
+	ok(!rc && wait_done(&pp, t, 2, WAIT_MS), "rnr wait: both complete once posted");
+	ok(t[0].wc.status == RB_WC_SUCCESS && t[1].wc.status == RB_WC_SUCCESS &&
+	   t[1].wc.byte_len == 4 && memcmp(ab.p, "late", 4) == 0, "rnr wait: delivered");
+	pair_close(&pp, NULL, 0);
+	buf_free(&ab);
+	buf_free(&pb);
+}
+
+/* Child process connects, sends one message, exits without disconnecting. */
+static void child_run(void)
+{
+	struct side s = { 0 };
+	struct buf b = { 0 };
+	struct twr t;
+	struct rb_sge g;
+	uint64_t end;
+
+	alarm(10);
+	if (T->conn_create(&lep, &opts, &s.c) || T->cq_create(T->conn_domain(s.c), 64, &s.cq) ||
+	    T->connect(s.c, s.cq, &caps, "child", 5, NULL, NULL))
+		_exit(2);
+	if (buf_reg(T->conn_domain(s.c), &b, 64, 0))
+		_exit(3);
+	memcpy(b.p, "from-child", 10);
+	twr_init(&t, 1);
+	g = sge(&b, 0, 10);
+	if (T->post_send(s.c, &t.cqe, &g, 1))
+		_exit(4);
+	end = now_ms() + WAIT_MS;
+	while (!t.done && now_ms() < end) {
+		struct pollfd pf = { .fd = T->cq_fd(s.cq), .events = POLLIN };
+
+		drain(s.cq);
+		if (!t.done)
+			poll(&pf, 1, 20);
+	}
+	_exit(t.done && t.wc.status == RB_WC_SUCCESS ? 0 : 5);
+}
+
+static void test_peer_exit(struct rb_listener *l)
+{
+	struct pair pp = { 0 };
+	struct buf b = { 0 };
+	struct twr t[3];
+	struct rb_sge s;
+	const void *priv;
+	size_t plen;
+	int status = -1, rc = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		/* A fresh image: verbs contexts inherited over fork are unusable
+		 * (the kernel refuses uverbs writes from another process). */
+		char port[8];
+
+		snprintf(port, sizeof(port), "%u", lep.port);
+		execl("/proc/self/exe", self_argv0, T->name, "--peer-exit-child", port,
+		      (char *)NULL);
+		_exit(6);
+	}
+	ok(pid > 0, "fork peer process");
+	if (pid < 0)
+		return;
+	pp.p.c = get_request(l, &priv, &plen, NULL);
+	ok(pp.p.c && plen == 5 && memcmp(priv, "child", 5) == 0, "request from the child");
+	if (!pp.p.c) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		return;
+	}
+	pp.p.d = T->conn_domain(pp.p.c);
+	rc |= T->cq_create(pp.p.d, 64, &pp.p.cq);
+	rc |= T->accept(pp.p.c, pp.p.cq, &caps, NULL, 0);
+	rc |= buf_reg(pp.p.d, &b, 3 * 64, 0);
+	twr_init(t, 3);
+	for (int i = 0; i < 3; i++) {
+		s = sge(&b, (size_t)i * 64, 64);
+		rc |= T->post_recv(pp.p.c, &t[i].cqe, &s, 1);
+	}
+	is_int(rc, 0, "accept the child and post receives");
+	ok(wait_done(&pp, t, 3, WAIT_MS), "receives complete after the child exits");
+	ok(t[0].wc.status == RB_WC_SUCCESS && t[0].wc.byte_len == 10 &&
+	   memcmp(b.p, "from-child", 10) == 0, "child's message arrived");
+	ok(t[1].wc.status == RB_WC_FLUSH_ERR && t[2].wc.status == RB_WC_FLUSH_ERR,
+	   "remaining receives flush when the peer process is gone");
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child saw its send complete (%d)",
+	   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	pair_close(&pp, NULL, 0);
+	buf_free(&b);
+}
+
+/* ---- tcp only: listener robustness ------------------------------------------ */
+
+static int raw_connect(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(lep.port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	inet_pton(AF_INET, lep.host, &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* true once the listener closed our raw socket */
+static bool raw_closed(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static void test_listener_robust(struct rb_listener *l)
+{
+	/* Same layout as the transport's header: a HELLO with 4 bytes of data. */
+	uint8_t hello[36] = { 1, 0, 0, 0, 4, 0, 0, 0 };
+	uint64_t magic = 0x5242544350000001ull, t0, t1;
+	struct rb_conn *req;
+	const void *priv;
+	size_t plen;
+	int silent, bad, slow, ret;
+	bool closed = false, got = false;
+
+	silent = raw_connect();
+	ok(silent >= 0, "raw connect");
+	if (silent < 0)
+		return;
+	t0 = now_ms();
+	ret = T->listener_get(l, &req, &priv, &plen);
+	while (ret == -EAGAIN && now_ms() - t0 < 100)
+		ret = T->listener_get(l, &req, &priv, &plen);
+	t1 = now_ms();
+	is_int(ret, -EAGAIN, "silent peer: listener_get returns -EAGAIN");
+	ok(t1 - t0 < 500, "silent peer: listener_get does not block");
+
+	/* A HELLO that arrives in two pieces still makes a request. */
+	memcpy(hello + 24, &magic, 8);
+	memcpy(hello + 32, "slow", 4);
+	slow = raw_connect();
+	ok(slow >= 0 && send(slow, hello, 10, MSG_NOSIGNAL) == 10, "slow peer sends part");
+	for (int i = 0; i < 5; i++) {
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		poll(&pf, 1, 20);
+		ret = T->listener_get(l, &req, &priv, &plen);
+		ok(ret == -EAGAIN || i, "partial HELLO: no request yet");
+		if (ret == 0)
+			T->reject(req, NULL, 0);
+	}
+	ok(send(slow, hello + 10, sizeof(hello) - 10, MSG_NOSIGNAL) == sizeof(hello) - 10,
+	   "slow peer sends the rest");
+	req = get_request(l, &priv, &plen, NULL);
+	got = req && plen == 4 && memcmp(priv, "slow", 4) == 0;
+	ok(got, "request once the HELLO is complete");
+	if (req)
+		T->reject(req, NULL, 0);
+	close(slow);
+
+	bad = raw_connect();
+	ok(bad >= 0 && send(bad, "GET / HTTP/1.0\r\n\r\n0123456789abcdef", 34, MSG_NOSIGNAL) == 34,
+	   "garbage peer connects");
+	for (uint64_t end = now_ms() + 2000; now_ms() < end && !raw_closed(bad);) {
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		poll(&pf, 1, 20);
+		if (T->listener_get(l, &req, &priv, &plen) == 0)
+			T->reject(req, NULL, 0);
+	}
+	ok(raw_closed(bad), "garbage peer is closed");
+	close(bad);
+
+	for (uint64_t end = t0 + 3000; now_ms() < end && !closed;) {
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		poll(&pf, 1, 50);
+		if (T->listener_get(l, &req, &priv, &plen) == 0)
+			T->reject(req, NULL, 0);
+		closed = raw_closed(silent);
+	}
+	t1 = now_ms();
+	ok(closed, "silent peer is closed by the listener");
+	ok(t1 - t0 >= 900 && t1 - t0 < 2500, "after about 1 s (%llu ms)",
+	   (unsigned long long)(t1 - t0));
+	close(silent);
+	{
+		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
+
+		while (T->listener_get(l, &req, &priv, &plen) == 0)
+			T->reject(req, NULL, 0);
+		ok(poll(&pf, 1, 0) == 0, "idle listener fd is not readable");
+	}
+}
+
+static void test_listen_any(void)
+{
+	struct rb_listener *l2 = NULL;
+	struct rb_endpoint save = lep;
+	struct pair pp;
+	uint16_t port;
+
+	if (free_port("127.0.0.1", &port)) {
+		ok(0, "free port for any-address listener");
+		return;
+	}
+	lep.host[0] = '\0';
+	lep.port = port;
+	is_int(T->listen(&lep, &opts, &l2), 0, "listen on the any address");
+	snprintf(lep.host, sizeof(lep.host), "127.0.0.1");
+	if (l2) {
+		is_int(pair_open(l2, &pp), 0, "IPv4 connect to the any-address listener");
+		pair_close(&pp, NULL, 0);
+		T->listener_close(l2);
+	}
+	lep = save;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	struct rb_listener *l = NULL;
+	int ret = harness_init(argc, argv, "test-transport-flow");
+
+	if (ret)
+		return ret;
+	self_argv0 = argv[0];
+	if (argc == 4 && strcmp(argv[2], "--peer-exit-child") == 0) {
+		lep.port = (uint16_t)atoi(argv[3]);
+		child_run();
+	}
+	ret = harness_listen(&l);
+	if (ret)
+		return ret;
+	test_echo(l);
+	test_bidir(l);
+	test_peer_exit(l);
+	if (is_tcp) {
+		test_rnr_wait(l);
+		test_listener_robust(l);
+		test_listen_any();
+	}
+	T->listener_close(l);
+	return tap_done();
+}
