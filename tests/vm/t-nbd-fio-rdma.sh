@@ -14,27 +14,27 @@
 . "$(dirname "$0")/nbd-lib.sh"
 
 vm_requires fio cmp dd
-nbd_setup
+fe_setup
 truncate -s 64M disk.img
-nbd_start_target "$PWD/disk.img"
-nbd_attach --queues 2 --queue-depth 8
-[ "$(cat /sys/block/$NBD_NAME/queue/max_sectors_kb)" -le 512 ] ||
-	nbd_fail "max_sectors_kb not lowered to what one request can carry"
+fe_start_target "$PWD/disk.img"
+fe_attach --queues 2 --queue-depth 8
+[ "$(cat /sys/block/$FE_NAME/queue/max_sectors_kb)" -le 512 ] ||
+	fe_fail "max_sectors_kb not lowered to what one request can carry"
 
 # Same job twice: fio's default seeds make the verify pass see the same offsets and blocks.
 job() {
-	fio --name=nbd --filename="$NBD_DEV" --ioengine=libaio --direct=1 --rw=randwrite \
+	fio --name=nbd --filename="$FE_DEV" --ioengine=libaio --direct=1 --rw=randwrite \
 		--bsrange=4k-1M --iodepth=16 --numjobs=2 --size=32M --offset_increment=32M \
 		--verify=crc32c --verify_fatal=1 --group_reporting "$@"
 }
-job --do_verify=0 --output=fio-write.log || { cat fio-write.log; nbd_fail "fio write pass"; }
-job --verify_only --output=fio-verify.log || { cat fio-verify.log; nbd_fail "fio verify pass"; }
+job --do_verify=0 --output=fio-write.log || { cat fio-write.log; fe_fail "fio write pass"; }
+job --verify_only --output=fio-verify.log || { cat fio-verify.log; fe_fail "fio verify pass"; }
 grep -h -E "^ *(write|read):|err=" fio-write.log fio-verify.log | sed 's/^/# /'
 
-dd if="$NBD_DEV" of=device.img bs=1M iflag=direct status=none || nbd_fail "read back $NBD_DEV"
-nbd_detach
-nbd_check_no_dstate
-nbd_stop_target
-cmp device.img disk.img || nbd_fail "the device and the exported file differ"
+dd if="$FE_DEV" of=device.img bs=1M iflag=direct status=none || fe_fail "read back $FE_DEV"
+fe_detach
+fe_check_no_dstate
+fe_stop_target
+cmp device.img disk.img || fe_fail "the device and the exported file differ"
 echo "# device and exported file are identical ($(stat -c %s disk.img) bytes)"
 exit 0

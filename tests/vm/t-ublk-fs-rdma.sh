@@ -11,56 +11,56 @@
 . "$(dirname "$0")/ublk-lib.sh"
 
 vm_requires mkfs.ext4 e2fsck debugfs blkdiscard cmp dd mount umount sha256sum
-ublk_setup
+fe_setup
 truncate -s 128M disk.img
-ublk_start_target "$PWD/disk.img"
-ublk_attach --queues 2 --queue-depth 32
+fe_start_target "$PWD/disk.img"
+fe_attach --queues 2 --queue-depth 32
 
-q=/sys/block/$UBLK_NAME/queue
-[ "$(cat "/sys/block/$UBLK_NAME/size")" = $((128 * 2048)) ] ||
-	ublk_fail "size $(cat "/sys/block/$UBLK_NAME/size") sectors, want $((128 * 2048))"
+q=/sys/block/$FE_NAME/queue
+[ "$(cat "/sys/block/$FE_NAME/size")" = $((128 * 2048)) ] ||
+	fe_fail "size $(cat "/sys/block/$FE_NAME/size") sectors, want $((128 * 2048))"
 [ "$(cat "$q/logical_block_size")" = 512 ] ||
-	ublk_fail "logical block size $(cat "$q/logical_block_size")"
+	fe_fail "logical block size $(cat "$q/logical_block_size")"
 [ "$(cat "$q/write_cache")" = "write back" ] ||
-	ublk_fail "write cache '$(cat "$q/write_cache")': flushes would not reach the target"
-[ "$(cat "$q/fua")" = 1 ] || ublk_fail "fua $(cat "$q/fua")"
-[ "$(cat "$q/discard_max_bytes")" -gt 0 ] || ublk_fail "no discard"
-[ "$(cat "$q/write_zeroes_max_bytes")" -gt 0 ] || ublk_fail "no write-zeroes"
-[ "$(cat "/sys/block/$UBLK_NAME/ro")" = 0 ] || ublk_fail "device is read-only"
-nq=$(ls "/sys/block/$UBLK_NAME/mq" | wc -l)
-[ "$nq" -ge 1 ] && [ "$nq" -le 2 ] || ublk_fail "$nq hardware queues for 2 I/O queues"
+	fe_fail "write cache '$(cat "$q/write_cache")': flushes would not reach the target"
+[ "$(cat "$q/fua")" = 1 ] || fe_fail "fua $(cat "$q/fua")"
+[ "$(cat "$q/discard_max_bytes")" -gt 0 ] || fe_fail "no discard"
+[ "$(cat "$q/write_zeroes_max_bytes")" -gt 0 ] || fe_fail "no write-zeroes"
+[ "$(cat "/sys/block/$FE_NAME/ro")" = 0 ] || fe_fail "device is read-only"
+nq=$(ls "/sys/block/$FE_NAME/mq" | wc -l)
+[ "$nq" -ge 1 ] && [ "$nq" -le 2 ] || fe_fail "$nq hardware queues for 2 I/O queues"
 
 # WRITE_ZEROES and DISCARD reach the file: a pattern, zeroed / punched, reads back as zeros.
 dd if=/dev/urandom of=pat bs=1M count=4 status=none
-dd if=pat of="$UBLK_DEV" bs=1M oflag=direct status=none || ublk_fail "write pattern"
-blkdiscard -z -o 0 -l 1M "$UBLK_DEV" || ublk_fail "blkdiscard -z (write zeroes)"
-blkdiscard -o 1M -l 1M "$UBLK_DEV" || ublk_fail "blkdiscard (discard)"
-dd if="$UBLK_DEV" of=back bs=1M count=4 iflag=direct status=none || ublk_fail "read back"
-cmp -n 2097152 back /dev/zero || ublk_fail "zeroed/discarded range does not read back as zeros"
-cmp -i 2097152:2097152 -n 2097152 back pat || ublk_fail "untouched range changed"
-cmp -n 2097152 disk.img /dev/zero || ublk_fail "exported file not zeroed"
+dd if=pat of="$FE_DEV" bs=1M oflag=direct status=none || fe_fail "write pattern"
+blkdiscard -z -o 0 -l 1M "$FE_DEV" || fe_fail "blkdiscard -z (write zeroes)"
+blkdiscard -o 1M -l 1M "$FE_DEV" || fe_fail "blkdiscard (discard)"
+dd if="$FE_DEV" of=back bs=1M count=4 iflag=direct status=none || fe_fail "read back"
+cmp -n 2097152 back /dev/zero || fe_fail "zeroed/discarded range does not read back as zeros"
+cmp -i 2097152:2097152 -n 2097152 back pat || fe_fail "untouched range changed"
+cmp -n 2097152 disk.img /dev/zero || fe_fail "exported file not zeroed"
 echo "# write-zeroes and discard reached the export"
 
-mkfs.ext4 -q -F "$UBLK_DEV" || ublk_fail "mkfs.ext4"
+mkfs.ext4 -q -F "$FE_DEV" || fe_fail "mkfs.ext4"
 mkdir -p mnt
-mount "$UBLK_DEV" mnt || ublk_fail "mount"
+mount "$FE_DEV" mnt || fe_fail "mount"
 dd if=/dev/urandom of=f1 bs=1M count=8 status=none
 dd if=/dev/urandom of=f2 bs=4k count=77 status=none
-cp f1 mnt/f1 && cp f2 mnt/f2 && mkdir mnt/dir && cp f2 mnt/dir/f3 || ublk_fail "write files"
-sync || ublk_fail "sync"
-cmp f1 mnt/f1 || ublk_fail "f1 differs on the mounted fs"
+cp f1 mnt/f1 && cp f2 mnt/f2 && mkdir mnt/dir && cp f2 mnt/dir/f3 || fe_fail "write files"
+sync || fe_fail "sync"
+cmp f1 mnt/f1 || fe_fail "f1 differs on the mounted fs"
 fstrim -v mnt | sed 's/^/# /' || echo "# fstrim failed (not fatal)"
-umount mnt || ublk_fail "umount"
-e2fsck -n -f "$UBLK_DEV" >fsck.log 2>&1 || { cat fsck.log; ublk_fail "fsck -n on $UBLK_DEV"; }
-echo "# fsck on $UBLK_DEV clean: $(tail -n 1 fsck.log)"
+umount mnt || fe_fail "umount"
+e2fsck -n -f "$FE_DEV" >fsck.log 2>&1 || { cat fsck.log; fe_fail "fsck -n on $FE_DEV"; }
+echo "# fsck on $FE_DEV clean: $(tail -n 1 fsck.log)"
 
-ublk_detach
-ublk_check_no_dstate
+fe_detach
+fe_check_no_dstate
 e2fsck -n -f disk.img >fsck2.log 2>&1 ||
-	{ cat fsck2.log; ublk_fail "fsck -n on the exported file"; }
+	{ cat fsck2.log; fe_fail "fsck -n on the exported file"; }
 for f in f1 f2 dir/f3; do
 	debugfs -R "dump /$f out" disk.img 2>/dev/null
-	cmp out "$(basename "$f" | sed 's/f3/f2/')" || ublk_fail "/$f in the exported file differs"
+	cmp out "$(basename "$f" | sed 's/f3/f2/')" || fe_fail "/$f in the exported file differs"
 done
-echo "# exported file: clean ext4 with the files written through $UBLK_DEV"
+echo "# exported file: clean ext4 with the files written through $FE_DEV"
 exit 0

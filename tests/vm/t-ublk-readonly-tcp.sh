@@ -9,28 +9,28 @@
 . "$(dirname "$0")/ublk-lib.sh"
 
 vm_requires dd cmp sha256sum
-ublk_setup
+fe_setup
 dd if=/dev/urandom of=disk.img bs=1M count=16 status=none
 sum0=$(sha256sum <disk.img)
-ublk_start_target "$PWD/disk.img" "read-only = yes"
+fe_start_target "$PWD/disk.img" "read-only = yes"
 cat >ini.conf <<EOC
 [attach ro0]
-uri = $UBLK_TRANSPORT://$UBLK_HOST:$UBLK_PORT/disk0
+uri = $FE_TRANSPORT://$FE_HOST:$FE_PORT/disk0
 queues = 1
 queue-depth = 8
 ublk = yes
 EOC
 ublk_attach_conf ini.conf ro0
 
-[ "$(cat "/sys/block/$UBLK_NAME/ro")" = 1 ] || ublk_fail "device not read-only"
-[ "$(cat "/sys/block/$UBLK_NAME/queue/discard_max_bytes")" = 0 ] ||
-	ublk_fail "discard advertised on a read-only device"
-dd if="$UBLK_DEV" of=back bs=64k iflag=direct status=none || ublk_fail "read"
-cmp back disk.img || ublk_fail "read data differs from the export"
-if dd if=/dev/zero of="$UBLK_DEV" bs=4k count=1 oflag=direct status=none 2>dd.err; then
-	ublk_fail "a write to the read-only device succeeded"
+[ "$(cat "/sys/block/$FE_NAME/ro")" = 1 ] || fe_fail "device not read-only"
+[ "$(cat "/sys/block/$FE_NAME/queue/discard_max_bytes")" = 0 ] ||
+	fe_fail "discard advertised on a read-only device"
+dd if="$FE_DEV" of=back bs=64k iflag=direct status=none || fe_fail "read"
+cmp back disk.img || fe_fail "read data differs from the export"
+if dd if=/dev/zero of="$FE_DEV" bs=4k count=1 oflag=direct status=none 2>dd.err; then
+	fe_fail "a write to the read-only device succeeded"
 fi
 echo "# write refused: $(cat dd.err)"
-ublk_detach
-[ "$(sha256sum <disk.img)" = "$sum0" ] || ublk_fail "the read-only export changed"
+fe_detach
+[ "$(sha256sum <disk.img)" = "$sum0" ] || fe_fail "the read-only export changed"
 exit 0
