@@ -9,6 +9,8 @@
 #   r     rdmablk-initiator rdma://... --nbd-device auto  -> /dev/nbdN
 #   t     rdmablk-initiator tcp://...  --nbd-device auto  -> /dev/nbdN
 #   u     rdmablk-initiator rdma://... --ublk             -> /dev/ublkbN
+#   rp up r and u again, against a second rdmablk-target, both daemons with poll-us = POLL_US
+#         (hybrid polling; POLL_US=0 leaves these two out)
 # A frontend the initiator does not offer (probed with --help) gets an "n/a" row; one that is
 # offered and fails fails the run.
 # All devices are attached first and stay attached (the idle ones only exchange keep-alives);
@@ -16,8 +18,9 @@
 # the host's load during the run spreads over the columns instead of biasing one of them.
 # Writes into the results share: vm-bench.tsv (one line per cell: CFG JOB IOPS MIBS LAT_US, or
 # CFG - n/a REASON), vm-bench.info (settings, load); the host half prints the table.
-# Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), QUEUES, DEPTH.
-# vm-timeout: 540
+# Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), QUEUES, DEPTH,
+# POLL_US.
+# vm-timeout: 780
 . "$top_srcdir/tests/vm/lib.sh"
 
 RES=$RDMABLK_VM_RESULTS
@@ -28,6 +31,7 @@ RUNTIME=${RUNTIME:-10}
 RAMP=${RAMP:-2}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
+POLL_US=${POLL_US:-50}
 SIZE_MB=1024
 TGT_BIN=$top_builddir/target/rdmablk-target
 INI_BIN=$top_builddir/initiator/rdmablk-initiator
@@ -35,7 +39,9 @@ NQN=nqn.2026-12.org.rdmablk:vm-bench
 NVMET=/sys/kernel/config/nvmet
 RB_RDMA_PORT=4520
 RB_TCP_PORT=4521
+RB_POLL_PORT=4522
 TGT_PID=
+TGTP_PID=
 CFGS=
 NVME_CONNECTED=
 NVMET_UP=
@@ -52,7 +58,7 @@ alive() {
 dead() { ! alive "$1"; }
 
 dump_logs() {
-	for f in target.log ini-*.log ini-*.out nvme.log fio.out; do
+	for f in target.log target-p.log ini-*.log ini-*.out nvme.log fio.out; do
 		[ -s "$f" ] || continue
 		echo "---- $f (last 30 lines)"
 		tail -n 30 "$f"
@@ -81,10 +87,11 @@ cleanup() {
 		vm_wait_for 30 dead "$pid" || kill -KILL "$pid" 2>/dev/null
 	done
 	nvmet_down
-	if [ -n "$TGT_PID" ] && alive "$TGT_PID"; then
-		kill -TERM "$TGT_PID" 2>/dev/null
-		vm_wait_for 10 dead "$TGT_PID" || kill -KILL "$TGT_PID" 2>/dev/null
-	fi
+	for pid in $TGT_PID $TGTP_PID; do
+		alive "$pid" || continue
+		kill -TERM "$pid" 2>/dev/null
+		vm_wait_for 10 dead "$pid" || kill -KILL "$pid" 2>/dev/null
+	done
 	umount disk 2>/dev/null
 	exit "$rc"
 }
@@ -191,20 +198,22 @@ nvme_ctrl() {
 
 # ---- rdmablk ---------------------------------------------------------------------------------
 
+# start_target PIDVAR LOG LISTEN [EXTRA-TARGET-LINE]: an rdmablk-target exporting the file.
 start_target() {
 	{
 		echo "[target]"
-		echo "listen = rdma://$TGT_ADDR:$RB_RDMA_PORT, tcp://$TGT_ADDR:$RB_TCP_PORT"
+		echo "listen = $3"
 		echo "threads = 2"
+		[ -n "${4:-}" ] && echo "$4"
 		echo "[export bench]"
 		echo "path = $PWD/disk/disk.img"
 		echo "direct = $RB_DIRECT"
-	} >target.conf
-	"$TGT_BIN" --config target.conf >target.log 2>&1 &
-	TGT_PID=$!
-	vm_wait_for 30 grep -q "ready:" target.log || vm_fail "rdmablk-target did not become ready"
-	info "rdmablk-target: threads 2, direct=$RB_DIRECT, other settings default" \
-		"($(grep -h 'listening on\|ready:' target.log | sed 's/.*: //' | tr '\n' ' '))"
+	} >"$2.conf"
+	"$TGT_BIN" --config "$2.conf" >"$2.log" 2>&1 &
+	eval "$1=$!"
+	vm_wait_for 30 grep -q "ready:" "$2.log" || vm_fail "rdmablk-target ($2) did not become ready"
+	info "rdmablk-target ($2): threads 2, direct=$RB_DIRECT, ${4:-other settings default}" \
+		"($(grep -h 'listening on\|ready:' "$2.log" | sed 's/.*: //' | tr '\n' ' '))"
 }
 
 # attach_rdmablk CFG URI FLAG...: attach with FLAG (e.g. --nbd-device auto); sets DEV_CFG and
@@ -252,6 +261,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # cpu_report LABEL SECS: CPU share of the target and each initiator since cpu_mark.
 cpu_mark() {
 	CPU_T0=$(cpu_ticks "$TGT_PID")
+	CPU_TP0=$([ -n "$TGTP_PID" ] && cpu_ticks "$TGTP_PID" || echo 0)
 	for c in $CFGS; do
 		[ "$c" = k ] && continue
 		eval "CPU0_$c=\$(cpu_ticks \$PID_$c)"
@@ -261,6 +271,8 @@ cpu_report() {
 	hz=$(getconf CLK_TCK)
 	out="target $(awk -v a="$CPU_T0" -v b="$(cpu_ticks "$TGT_PID")" -v hz="$hz" -v s="$2" \
 		'BEGIN { printf "%.1f", (b - a) / hz }') s"
+	[ -n "$TGTP_PID" ] && out="$out, poll target $(awk -v a="$CPU_TP0" \
+		-v b="$(cpu_ticks "$TGTP_PID")" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz }') s"
 	for c in $CFGS; do
 		[ "$c" = k ] && continue
 		eval "a=\$CPU0_$c b=\$(cpu_ticks \$PID_$c)"
@@ -316,7 +328,10 @@ fi
 attach_kernel
 rb_na=
 has_transport rdma || rb_na="not built: no rdma transport"
-start_target
+start_target TGT_PID target "rdma://$TGT_ADDR:$RB_RDMA_PORT, tcp://$TGT_ADDR:$RB_TCP_PORT"
+if [ "$POLL_US" -gt 0 ] && [ -z "$rb_na" ]; then
+	start_target TGTP_PID target-p "rdma://$TGT_ADDR:$RB_POLL_PORT" "poll-us = $POLL_US"
+fi
 if ! has --nbd-device; then
 	na r "not built: --nbd-device missing"
 	na t "not built: --nbd-device missing"
@@ -336,6 +351,12 @@ elif [ -n "$rb_na" ]; then
 else
 	vm_modprobe ublk_drv
 	attach_rdmablk u "rdma://$TGT_ADDR:$RB_RDMA_PORT/bench" --ublk
+fi
+if [ -n "$TGTP_PID" ]; then
+	has --nbd-device && attach_rdmablk rp "rdma://$TGT_ADDR:$RB_POLL_PORT/bench" \
+		--nbd-device auto --poll-us "$POLL_US"
+	has --ublk && attach_rdmablk up "rdma://$TGT_ADDR:$RB_POLL_PORT/bench" --ublk \
+		--poll-us "$POLL_US"
 fi
 
 # Attached but idle, the daemons must not eat the CPU the measured one needs.
