@@ -185,6 +185,61 @@ static int drain_ring(struct tgt_reactor *r)
 	return (int)total;
 }
 
+static void submit_ring(struct tgt_reactor *r)
+{
+	if (!r->sq_pending)
+		return;
+	if (io_uring_submit(&r->ring) < 0)
+		rb_err("reactor %d: io_uring_submit: %s", r->id, strerror(errno));
+	r->sq_pending = 0;
+}
+
+/*
+ * Drain both completion sources and submit what that produced until
+ * neither yields more (bounded).  A read served from the page cache
+ * completes inside io_uring_submit, so its data and response are posted
+ * in this same round: they leave with the round's other posts in one
+ * write and carry the acknowledgement of the command, instead of a
+ * separate ACK now and the response one wakeup later.
+ */
+static int reactor_round(struct tgt_reactor *r)
+{
+	int work = drain_ring(r);
+
+	for (int i = 0; i < r->nr_cqctx; i++) {
+		int n = drain_cq(r, &r->cqctx[i]);
+
+		if (n > 0)
+			work += n;
+	}
+	tgt_reactor_kick_pending(r);
+	for (int pass = 0; pass < 8 && r->sq_pending; pass++) {
+		submit_ring(r);
+		work += drain_ring(r);
+		tgt_reactor_kick_pending(r);
+	}
+	/* A bounded round may leave SQEs: they go out before the next wait. */
+	submit_ring(r);
+	return work;
+}
+
+/*
+ * The ring's eventfd wakes a sleeping reactor.  While it is awake (and
+ * drains the ring itself, inline completions included) the signal would
+ * only cost a spurious wakeup, so it is off between waits.  Turning it
+ * back on races with a completion posted meanwhile: look at the CQ after
+ * a full fence (the kernel has one between posting and the flag check).
+ */
+static bool ring_notify(struct tgt_reactor *r, bool on)
+{
+	if (io_uring_cq_eventfd_toggle(&r->ring, on) < 0)
+		return false; /* old kernel: always on, which is correct */
+	if (!on)
+		return false;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return io_uring_cq_ready(&r->ring) > 0;
+}
+
 static void on_timer(struct tgt_reactor *r)
 {
 	uint64_t now = tgt_now_ns();
@@ -209,17 +264,16 @@ static void reactor_loop(struct tgt_reactor *r)
 		int timeout = rb_spin_polling(&r->spin) ? 0 : stop_seen ? 10 : 1000;
 		int n, work = 0;
 
-		if (r->sq_pending) {
-			if (io_uring_submit(&r->ring) < 0)
-				rb_err("reactor %d: io_uring_submit: %s", r->id, strerror(errno));
-			r->sq_pending = 0;
-		}
+		submit_ring(r);
 		/* Everything this round posted goes out now, in one go per conn. */
 		for (int i = 0; i < r->nr_cqctx; i++)
 			r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, false);
 		if (stop_seen && !r->queues)
 			break;
+		if (ring_notify(r, true))
+			timeout = 0;
 		n = epoll_wait(r->epfd, evs, (int)RB_ARRAY_SIZE(evs), timeout);
+		ring_notify(r, false);
 		for (int i = 0; i < r->nr_cqctx; i++)
 			r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, true);
 		if (n < 0 && errno != EINTR) {
@@ -248,15 +302,7 @@ static void reactor_loop(struct tgt_reactor *r)
 				cx->ops->cq_arm(cx->cq);
 			}
 		}
-		/* Drain everything every pass: cheap when empty, and busy-poll needs it. */
-		work += drain_ring(r);
-		for (int i = 0; i < r->nr_cqctx; i++) {
-			int got = drain_cq(r, &r->cqctx[i]);
-
-			if (got > 0)
-				work += got;
-		}
-		tgt_reactor_kick_pending(r);
+		work += reactor_round(r);
 		if (atomic_load(&r->stopping)) {
 			if (!stop_seen)
 				drain_deadline = tgt_now_ns() + DRAIN_TIMEOUT_NS;
