@@ -606,6 +606,7 @@ static void tcp_cq_cork(struct rb_cq *rcq, bool on)
 	if (on)
 		return;
 	cq->in_poll = true;
+	tcp_cq_release_acks(cq);
 	cq_flush_dirty(cq);
 	cq->in_poll = false;
 	if (cq->done.head || cq->dirty)

@@ -300,6 +300,13 @@ void tcp_conn_detach(struct tcp_conn *c)
 			break;
 		}
 	}
+	for (pp = &cq->ackq; c->ack_held && *pp; pp = &(*pp)->ack_next) {
+		if (*pp == c) {
+			*pp = c->ack_next;
+			c->ack_held = false;
+			break;
+		}
+	}
 	if (c->ndone)
 		rb_warn("tcp %s: destroyed with %u completions not polled", c->peer, c->ndone);
 	for (w = cq->done.head; c->ndone && w; w = next) {
@@ -583,22 +590,25 @@ static int rx_result(struct tcp_conn *c, ssize_t n)
 
 /* Payload straight into its destination; the staging buffer rides along
  * as the last iovec to pick up the next headers in the same syscall. */
-static int rx_read_data(struct tcp_conn *c)
+static int rx_read_data(struct tcp_conn *c, bool *drained)
 {
 	struct tcp_rx *rx = &c->rx;
 	struct iovec v[RB_MAX_SGE + 1];
 	int cnt = 0, r;
 	ssize_t n;
-	size_t used;
+	size_t used, want = TCP_RX_STAGE;
 
-	for (int i = rx->iovidx; i < rx->iovcnt; i++)
-		v[cnt++] = rx->iov[i];
+	for (int i = rx->iovidx; i < rx->iovcnt; i++) {
+		v[cnt] = rx->iov[i];
+		want += v[cnt++].iov_len;
+	}
 	v[cnt].iov_base = rx->buf;
 	v[cnt++].iov_len = TCP_RX_STAGE;
 	n = readv(c->fd, v, cnt);
 	r = rx_result(c, n);
 	if (r <= 0)
 		return r;
+	*drained = (size_t)n < want;
 	used = (uint64_t)n < rx->left ? (size_t)n : (size_t)rx->left;
 	rx_iov_advance(rx, NULL, used);
 	rx->left -= used;
@@ -613,6 +623,9 @@ static void rx_progress(struct tcp_conn *c)
 {
 	struct tcp_rx *rx = &c->rx;
 	int budget = TCP_RX_BUDGET;
+	/* A short read emptied the socket: do not ask again just to hear
+	 * EAGAIN; the level-triggered cq_fd reports what comes later. */
+	bool drained = false;
 	struct tcp_hdr h;
 	ssize_t n;
 
@@ -629,7 +642,7 @@ static void rx_progress(struct tcp_conn *c)
 				rx_data_done(c);
 		} else if (rx->in_data) {
 			rx->head = rx->tail = 0;
-			if (!budget-- || rx_read_data(c) <= 0)
+			if (drained || !budget-- || rx_read_data(c, &drained) <= 0)
 				return;
 		} else if (avail >= TCP_HDR_SIZE) {
 			if (c->paused)
@@ -648,11 +661,12 @@ static void rx_progress(struct tcp_conn *c)
 				rx->head = 0;
 				rx->tail = avail;
 			}
-			if (!budget--)
+			if (drained || !budget--)
 				return;
 			n = read(c->fd, rx->buf + rx->tail, TCP_RX_STAGE - rx->tail);
 			if (rx_result(c, n) <= 0)
 				return;
+			drained = (size_t)n < TCP_RX_STAGE - rx->tail;
 			rx->tail += (uint32_t)n;
 		}
 	}
@@ -690,12 +704,49 @@ void tcp_conn_event(struct tcp_conn *c, uint32_t events)
 		conn_rx(c);
 }
 
+/*
+ * Every SEND/WRITE frame carries the freshest ack, so a stand-alone ACK is
+ * needed only when nothing goes the other way.  A corked owner (handling
+ * one round of events) often answers within the round: its frames carry
+ * the ack at uncork, which then sends ACKs only for what is still owed.
+ * Without corking the ACK goes out at once.
+ */
+static void ack_owed(struct tcp_conn *c)
+{
+	struct tcp_cq *cq = c->cq;
+
+	if (!cq->corked) {
+		queue_ack(c);
+		return;
+	}
+	if (!c->ack_held) {
+		c->ack_held = true;
+		c->ack_next = cq->ackq;
+		cq->ackq = c;
+	}
+}
+
+/* Uncork: queue the ACKs no frame of the round carried. */
+void tcp_cq_release_acks(struct tcp_cq *cq)
+{
+	struct tcp_conn *c;
+
+	while ((c = cq->ackq)) {
+		cq->ackq = c->ack_next;
+		c->ack_held = false;
+		if (c->state == ST_CONNECTED && c->rx_count != c->ack_sent && !has_unstarted(c)) {
+			queue_ack(c);
+			tcp_conn_kick(c);
+		}
+	}
+}
+
 void tcp_conn_service(struct tcp_conn *c)
 {
 	if (c->state != ST_CONNECTED)
 		return;
 	if (c->rx_count != c->ack_sent && !has_unstarted(c))
-		queue_ack(c);
+		ack_owed(c);
 	if (c->txq.head && !c->want_out)
 		tcp_tx_progress(c);
 	if (c->rx_kick)

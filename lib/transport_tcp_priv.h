@@ -106,6 +106,7 @@ struct tcp_cq {
 	bool corked; /* cq_cork: posts are held until uncork (one sendmsg per batch) */
 	struct tcp_q done;
 	struct tcp_conn *dirty; /* conns with deferred writes/acks */
+	struct tcp_conn *ackq; /* conns holding an ACK until uncork */
 	unsigned int nconns;
 };
 
@@ -167,6 +168,8 @@ struct tcp_conn {
 	/* cq bookkeeping */
 	bool dirty;
 	struct tcp_conn *dirty_next;
+	bool ack_held; /* on cq->ackq */
+	struct tcp_conn *ack_next;
 	unsigned int ndone; /* completions of this conn still in cq->done */
 
 	struct tcp_wr *free;
@@ -246,6 +249,7 @@ int tcp_pool_grow(struct tcp_conn *c, unsigned int n);
 void tcp_conn_free_pool(struct tcp_conn *c);
 void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
 void tcp_conn_kick(struct tcp_conn *c);
+void tcp_cq_release_acks(struct tcp_cq *cq);
 uint32_t tcp_next_qpn(void);
 uint64_t tcp_now_ns(void);
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);

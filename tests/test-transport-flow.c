@@ -2,8 +2,9 @@
 /*
  * Transport flow over loopback: an engine-like echo that reposts from its
  * completion handlers, both directions at once, a peer process that exits
- * without disconnecting, a SEND that waits for its receive (tcp), and the
- * listener against silent, slow and garbage peers (tcp).  Same transport
+ * without disconnecting, a SEND that waits for its receive (tcp), the ACKs
+ * a corked round spares (tcp), and the listener against silent, slow and
+ * garbage peers (tcp).  Same transport
  * and address selection as test-tcp-transport.
  */
 #include "config.h"
@@ -16,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -186,6 +189,109 @@ static void test_echo(struct rb_listener *l)
 	buf_free(&x.asb);
 	buf_free(&x.prb);
 	buf_free(&x.psb);
+}
+
+/* The connected socket of this process whose peer is port (the active
+ * side of a pair: the transport does not expose its fd). */
+static int socket_to_port(uint16_t port)
+{
+	for (int fd = 3; fd < 1024; fd++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct stat st;
+
+		if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+		    getpeername(fd, (struct sockaddr *)&ss, &sl))
+			continue;
+		if ((ss.ss_family == AF_INET &&
+		     ntohs(((struct sockaddr_in *)&ss)->sin_port) == port) ||
+		    (ss.ss_family == AF_INET6 &&
+		     ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) == port))
+			return fd;
+	}
+	return -1;
+}
+
+/* Bytes that arrived on fd and wait to be read, once they stop growing. */
+static int settled_inq(int fd)
+{
+	int n = -1, last = -2;
+
+	for (int i = 0; i < 100 && n != last; i++) {
+		last = n;
+		usleep(20000);
+		if (ioctl(fd, FIONREAD, &n) < 0)
+			return -1;
+	}
+	return n;
+}
+
+/*
+ * A request answered within one corked round: the answer carries the ack,
+ * so exactly one frame crosses back (no stand-alone ACK).  Uncorked, the
+ * receiver acks at once and the answer follows as a second frame.  The
+ * active side is not polled until its bytes are counted.
+ */
+static void ack_round(struct rb_listener *l, bool corked)
+{
+	const char *how = corked ? "corked" : "uncorked";
+	enum { REQ = 64, ANS = 16, HDR = 32 };
+	struct buf ab = { 0 }, pb = { 0 };
+	struct rb_sge s;
+	struct twr t[4]; /* a recv, a send, p recv, p send */
+	struct pair pp;
+	int fd, inq;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for ack round (%s)", how);
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	fd = socket_to_port(lep.port);
+	ok(fd >= 0, "%s: found the active side's socket", how);
+	if (buf_reg(pp.a.d, &ab, 4096, RB_ACCESS_LOCAL) || buf_reg(pp.p.d, &pb, 4096, 0) ||
+	    fd < 0) {
+		ok(0, "%s: setup", how);
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	twr_init(t, 4);
+	s = sge(&ab, 2048, ANS);
+	T->post_recv(pp.a.c, &t[0].cqe, &s, 1);
+	s = sge(&pb, 0, REQ);
+	T->post_recv(pp.p.c, &t[2].cqe, &s, 1);
+	s = sge(&ab, 0, REQ);
+	is_int(T->post_send(pp.a.c, &t[1].cqe, &s, 1), 0, "%s: request posted", how);
+
+	/* The passive side's round: cork, take the request, answer, uncork. */
+	ok(fd_readable(T->cq_fd(pp.p.cq), WAIT_MS), "%s: request arrives", how);
+	T->cq_cork(pp.p.cq, corked);
+	T->cq_arm(pp.p.cq);
+	for (uint64_t t0 = now_ms(); !t[2].done && now_ms() - t0 < WAIT_MS;)
+		drain(pp.p.cq);
+	ok(t[2].done && t[2].wc.status == RB_WC_SUCCESS, "%s: request received", how);
+	s = sge(&pb, 1024, ANS);
+	is_int(T->post_send(pp.p.c, &t[3].cqe, &s, 1), 0, "%s: answer posted", how);
+	drain(pp.p.cq);
+	T->cq_cork(pp.p.cq, false);
+
+	inq = settled_inq(fd);
+	if (corked)
+		is_int(inq, HDR + ANS, "corked: one frame back, the answer carries the ack");
+	else
+		is_int(inq, HDR + HDR + ANS, "uncorked: an ACK frame, then the answer");
+	ok(wait_done(&pp, t, 4, WAIT_MS), "%s: all four complete", how);
+	ok(t[1].wc.status == RB_WC_SUCCESS && t[0].wc.byte_len == ANS,
+	   "%s: request acked, answer received", how);
+	pair_close(&pp, NULL, 0);
+	buf_free(&ab);
+	buf_free(&pb);
+}
+
+static void test_ack_in_round(struct rb_listener *l)
+{
+	ack_round(l, false);
+	ack_round(l, true);
 }
 
 /* Bulk both ways at once: WRITE+SEND one way, READs the other. */
@@ -517,6 +623,7 @@ int main(int argc, char **argv)
 	test_peer_exit(l);
 	if (is_tcp) {
 		test_rnr_wait(l);
+		test_ack_in_round(l);
 		test_listener_robust(l);
 		test_listen_any();
 	}
