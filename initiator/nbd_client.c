@@ -268,11 +268,21 @@ static void handle_request(struct nbd_client *c)
  * when it hung up). */
 static ssize_t c_read_iov(struct nbd_client *c, struct iovec *iov, int n, const char *eof_msg)
 {
+	size_t want = 0;
+
+	/* A short read emptied the socket: asking again would only hear
+	 * EAGAIN; the level-triggered epoll reports what comes later. */
+	if (c->in_drained)
+		return 0;
+	for (int i = 0; i < n; i++)
+		want += iov[i].iov_len;
 	for (;;) {
 		ssize_t r = readv(c->fd, iov, n);
 
-		if (r > 0)
+		if (r > 0) {
+			c->in_drained = (size_t)r < want;
 			return r;
+		}
 		if (r == 0) {
 			client_close(c, eof_msg);
 			return -1;
@@ -581,6 +591,7 @@ static void client_input(struct nbd_client *c)
 {
 	bool stop = false;
 
+	c->in_drained = false;
 	for (int budget = READ_BUDGET; budget > 0 && !stop && want_read(c);) {
 		switch (c->st) {
 		case CS_TX_HDR:

@@ -70,7 +70,8 @@ struct nbd_client {
 	bool handshake;
 	bool registered; /* fd is in the reactor's epoll set */
 	bool closed; /* fd gone; waiting for in-flight I/O before free */
-	bool out_blocked; /* last send hit EAGAIN: wait for EPOLLOUT */
+	bool out_blocked;
+	bool in_drained; /* client_input: a short read emptied the socket */ /* last send hit EAGAIN: wait for EPOLLOUT */
 	bool draining;
 
 	struct nbd_hs_state hs;

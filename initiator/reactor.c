@@ -130,16 +130,18 @@ static int drain_cq(struct rb_reactor *r)
 	return total;
 }
 
-/* Completions and deferred work until both are quiet (bounded). */
+/*
+ * Completions and deferred work until both are quiet (bounded).  A drained
+ * CQ gets new entries only from traffic or posts, which make its fd
+ * readable, so it is polled again only after deferred work ran: over tcp
+ * each poll is a system call.
+ */
 static void settle(struct rb_reactor *r)
 {
-	for (int i = 0; i < 64; i++) {
-		int work = run_deferred(r);
-
-		work += drain_cq(r);
-		if (!work)
-			return;
-	}
+	run_deferred(r);
+	drain_cq(r);
+	for (int i = 0; i < 64 && run_deferred(r); i++)
+		drain_cq(r);
 }
 
 static void tick(struct rb_reactor *r)
