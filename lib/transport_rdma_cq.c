@@ -5,11 +5,14 @@
  * cq_fd is an epoll set holding three fds: the CQ's completion channel, an
  * rdma_cm event channel that the cm_ids of all connections on this CQ are
  * migrated to, and an eventfd that is readable while software completions
- * wait.  cq_poll first consumes completion-channel events (acked and the
- * CQ re-armed at once, so a completion that lands after this poll still
- * wakes the caller) and CM events, then polls the CQ.  Nothing blocks,
- * nothing spins.  A CQ and its connections are used by one thread at a
- * time (the reactor that owns them).
+ * wait.  cq_arm, which the engine calls whenever cq_fd was readable, asks
+ * that set which of them fired and consumes just those: the completion
+ * event (acked, and the CQ re-armed at once, so a completion that lands
+ * after the next poll still wakes the caller) and CM events.  cq_poll only
+ * polls the CQ and the software list: no system call when the provider
+ * polls in user space.  Nothing blocks, nothing spins.  A CQ and its
+ * connections are used by one thread at a time (the reactor that owns
+ * them).
  *
  * wr_id is the rb_cqe pointer with the rb_wc_opcode in its two low bits,
  * because error completions carry no valid opcode; the connection comes
@@ -325,40 +328,18 @@ int rd_cq_fd(struct rb_cq *cq)
 	return to_rcq(cq)->epfd;
 }
 
-int rd_cq_arm(struct rb_cq *rcq)
-{
-	struct rd_cq *cq = to_rcq(rcq);
-	int ret = ibv_req_notify_cq(cq->cq, 0);
-
-	if (ret) {
-		rb_err("rdma %s: arm completion queue: %s", cq->dom->name, strerror(ret));
-		return -ret;
-	}
-	return 0;
-}
-
-/* Consume completion-channel events; re-arm when one fired, since the
- * caller may already have armed for the event we just swallowed. */
-static int comp_events(struct rd_cq *cq)
+/* Consume the completion event (one CQ per channel: at most one per arm). */
+static void comp_event(struct rd_cq *cq)
 {
 	struct ibv_cq *ecq;
 	void *ctx;
-	unsigned int n = 0;
-	int ret;
 
-	while (ibv_get_cq_event(cq->ch, &ecq, &ctx) == 0)
-		n++;
-	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+	if (ibv_get_cq_event(cq->ch, &ecq, &ctx) == 0) {
+		ibv_ack_cq_events(cq->cq, 1);
+		cq->armed = false;
+	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		rb_err("rdma %s: completion channel: %s", cq->dom->name, strerror(errno));
-	if (!n)
-		return 0;
-	ibv_ack_cq_events(cq->cq, n);
-	ret = ibv_req_notify_cq(cq->cq, 0);
-	if (ret) {
-		rb_err("rdma %s: re-arm completion queue: %s", cq->dom->name, strerror(ret));
-		return -ret;
 	}
-	return 0;
 }
 
 static void cm_events(struct rd_cq *cq)
@@ -369,6 +350,36 @@ static void cm_events(struct rd_cq *cq)
 		rd_cm_event(cq, ev); /* acks */
 	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 		rb_err("rdma: CM event channel: %s", strerror(errno));
+}
+
+/* get event -> re-arm (the drain is the caller's cq_poll). */
+int rd_cq_arm(struct rb_cq *rcq)
+{
+	struct rd_cq *cq = to_rcq(rcq);
+	struct epoll_event ev[3];
+	bool comp = false, cm = false;
+	int n, ret;
+
+	n = epoll_wait(cq->epfd, ev, 3, 0);
+	if (n < 0)
+		comp = cm = true; /* cannot tell: look at both */
+	for (int i = 0; i < n; i++) {
+		comp |= ev[i].data.fd == cq->ch->fd;
+		cm |= ev[i].data.fd == cq->cm_ch->fd;
+	}
+	if (comp)
+		comp_event(cq);
+	if (!cq->armed) {
+		ret = ibv_req_notify_cq(cq->cq, 0);
+		if (ret) {
+			rb_err("rdma %s: arm completion queue: %s", cq->dom->name, strerror(ret));
+			return -ret;
+		}
+		cq->armed = true;
+	}
+	if (cm)
+		cm_events(cq);
+	return 0;
 }
 
 static enum rb_wc_status map_status(enum ibv_wc_status st, unsigned int op)
@@ -400,6 +411,8 @@ static bool map_wc(struct rd_cq *cq, const struct ibv_wc *iw, struct rb_wc *w)
 			iw->qp_num, ibv_wc_status_str(iw->status));
 		return false;
 	}
+	if (op != RB_WC_RECV && c->sq_out)
+		c->sq_out--;
 	*w = (struct rb_wc){
 		.cqe = (struct rb_cqe *)(uintptr_t)(iw->wr_id & ~RD_WRID_OPMASK),
 		.conn = &c->pub,
@@ -428,14 +441,10 @@ int rd_cq_poll(struct rb_cq *rcq, struct rb_wc *wc, int n)
 {
 	struct rd_cq *cq = to_rcq(rcq);
 	struct ibv_wc iw[RD_POLL_BATCH];
-	int got = 0, k, ret;
+	int got = 0, k;
 
 	if (!cq || !wc || n <= 0)
 		return -EINVAL;
-	ret = comp_events(cq);
-	if (ret)
-		return ret;
-	cm_events(cq);
 	while (got < n) {
 		int want = n - got < RD_POLL_BATCH ? n - got : RD_POLL_BATCH;
 

@@ -79,6 +79,9 @@ struct rd_cq {
 	int epfd; /* cq_fd: comp channel, cm channel, eventfd */
 	int efd; /* readable while software completions wait */
 	bool efd_set;
+	bool armed; /* notification requested, its event not yet consumed */
+	bool corked; /* cq_cork: send-queue WRs are held until uncork */
+	struct rd_conn *dirty; /* conns holding WRs */
 	int cqe; /* current CQ size */
 	uint32_t used; /* QP queue depths attached (sq + rq), must fit in cqe */
 	struct rd_swr *sw_head, *sw_tail;
@@ -97,6 +100,11 @@ enum rd_state {
 
 struct rd_listener;
 
+struct rd_pend {
+	struct ibv_send_wr wr;
+	struct ibv_sge s[RB_MAX_SGE];
+};
+
 struct rd_conn {
 	struct rb_conn pub; /* first: the engine's handle */
 	struct rdma_cm_id *id;
@@ -111,6 +119,12 @@ struct rd_conn {
 	int lost; /* atomic: CM said the request died before accept */
 	uint32_t qpn;
 	uint32_t max_sge, max_inline, qp_depth;
+	/* Send-queue WRs held while the CQ is corked, posted as one list (one
+	 * doorbell) at uncork; sq_out counts WRs the QP holds (all signaled). */
+	struct rd_pend *pend;
+	uint32_t npend, sq_size, sq_out;
+	bool dirty;
+	struct rd_conn *dirty_next;
 	struct rd_swr *early, *early_tail; /* receives posted before the QP exists */
 	unsigned int nearly;
 	/* From the CONNECT_REQUEST, in our perspective (the CM swaps them):
@@ -161,6 +175,7 @@ void rd_drop_early(struct rd_conn *c);
 /* transport_rdma_io.c */
 int rd_qp_setup(struct rd_conn *c, struct rd_cq *cq, const struct rb_conn_caps *caps);
 void rd_qp_teardown(struct rd_conn *c);
+void rd_cq_cork(struct rb_cq *cq, bool on);
 int rd_post_recv(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
 int rd_post_send(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
 int rd_post_read(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
