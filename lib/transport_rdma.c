@@ -273,6 +273,7 @@ const struct rb_transport_ops rb_rdma_transport = {
 	.cq_destroy = rd_cq_destroy,
 	.cq_fd = rd_cq_fd,
 	.cq_arm = rd_cq_arm,
+	.cq_cork = rd_cq_cork,
 	.cq_poll = rd_cq_poll,
 	.listen = rd_listen,
 	.listener_close = rd_listener_close,

@@ -9,7 +9,11 @@
  *
  * Every WR is signaled; SENDs and WRITEs up to the QP's max_inline_data go
  * inline.  Zero-length sges are dropped (some devices read length 0 as
- * 2 GiB).
+ * 2 GiB).  While the CQ is corked, send-queue WRs wait on their connection
+ * and go to the QP as one list at uncork: one doorbell (a system call on
+ * rxe) per connection and round instead of one per WR.  A post that the QP
+ * refuses then completes, with the rest of the list, as a flush, and the
+ * connection is disconnected.
  */
 #include "config.h"
 
@@ -113,11 +117,19 @@ int rd_qp_setup(struct rd_conn *c, struct rd_cq *cq, const struct rb_conn_caps *
 	c->qpn = c->id->qp->qp_num;
 	c->max_sge = sge;
 	c->max_inline = qa.cap.max_inline_data;
+	c->sq_size = qa.cap.max_send_wr;
+	c->pend = calloc(c->sq_size, sizeof(*c->pend));
+	if (!c->pend) {
+		rdma_destroy_qp(c->id);
+		return -ENOMEM;
+	}
 	c->qp_depth = sq + rq;
 	cq->used += c->qp_depth;
 	ret = rd_map_add(cq, c);
 	if (ret) {
 		cq->used -= c->qp_depth;
+		free(c->pend);
+		c->pend = NULL;
 		rdma_destroy_qp(c->id);
 		return ret;
 	}
@@ -146,6 +158,21 @@ int rd_qp_setup(struct rd_conn *c, struct rd_cq *cq, const struct rb_conn_caps *
 
 void rd_qp_teardown(struct rd_conn *c)
 {
+	if (c->cq && c->dirty) {
+		struct rd_conn **pp;
+
+		for (pp = &c->cq->dirty; *pp && *pp != c; pp = &(*pp)->dirty_next)
+			;
+		if (*pp)
+			*pp = c->dirty_next;
+		c->dirty = false;
+	}
+	/* Held WRs never reached the QP: dropped, like unpolled completions. */
+	if (c->npend)
+		rb_warn("rdma %s: destroyed with %u work requests not posted", c->peer, c->npend);
+	c->npend = 0;
+	free(c->pend);
+	c->pend = NULL;
 	if (c->cq)
 		rd_sw_purge(c->cq, c);
 	if (c->in_map) {
@@ -243,12 +270,65 @@ int rd_post_recv(struct rb_conn *rc, struct rb_cqe *cqe, const struct rb_sge *sg
 	return 0;
 }
 
+/* Post the held WRs as one list; what the QP refuses completes as a flush. */
+static void post_pending(struct rd_conn *c)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint32_t n = c->npend, done;
+	int ret;
+
+	if (!n)
+		return;
+	for (uint32_t i = 0; i + 1 < n; i++)
+		c->pend[i].wr.next = &c->pend[i + 1].wr;
+	c->pend[n - 1].wr.next = NULL;
+	c->npend = 0;
+	ret = ibv_post_send(c->id->qp, &c->pend[0].wr, &bad);
+	done = n;
+	if (ret) /* bad is the first WR not posted (wr is rd_pend's first member) */
+		done = bad ? (uint32_t)((struct rd_pend *)(void *)bad - c->pend) : 0;
+	if (done > n)
+		done = 0;
+	c->sq_out += done;
+	if (!ret)
+		return;
+	if (c->state != RD_DEAD)
+		rb_err("rdma %s: qp %u: post %u of %u held work requests: %s", c->peer, c->qpn,
+		       n - done, n, strerror(ret));
+	for (uint32_t i = done; i < n; i++) {
+		uint64_t id = c->pend[i].wr.wr_id;
+
+		if (sw_flush_post(c, (struct rb_cqe *)(uintptr_t)(id & ~RD_WRID_OPMASK),
+				  (enum rb_wc_opcode)(id & RD_WRID_OPMASK)))
+			rb_err("rdma %s: out of memory: a work request will never complete",
+			       c->peer);
+	}
+	if (c->state != RD_DEAD)
+		rd_disconnect(&c->pub);
+}
+
+void rd_cq_cork(struct rb_cq *rcq, bool on)
+{
+	struct rd_cq *cq = (struct rd_cq *)rcq;
+	struct rd_conn *c;
+
+	cq->corked = on;
+	if (on)
+		return;
+	while ((c = cq->dirty)) {
+		cq->dirty = c->dirty_next;
+		c->dirty = false;
+		post_pending(c);
+	}
+}
+
 static int post_sq(struct rb_conn *rc, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
 		   enum ibv_wr_opcode op, enum rb_wc_opcode rop, uint64_t raddr, uint32_t rkey)
 {
 	struct rd_conn *c = to_rconn(rc);
 	struct ibv_send_wr wr = { 0 }, *bad;
 	struct ibv_sge s[RB_MAX_SGE];
+	bool hold;
 	uint64_t total;
 	int ret;
 
@@ -256,9 +336,16 @@ static int post_sq(struct rb_conn *rc, struct rb_cqe *cqe, const struct rb_sge *
 		return -EINVAL;
 	if (!c->id || !c->id->qp)
 		return c->state == RD_DEAD && c->cq ? sw_flush_post(c, cqe, rop) : -ENOTCONN;
+	hold = c->cq->corked && c->state != RD_DEAD && c->pend;
+	if (hold) {
+		/* What the QP would say once they are all posted. */
+		if (c->sq_out + c->npend >= c->sq_size)
+			return -ENOMEM;
+		memset(&c->pend[c->npend].wr, 0, sizeof(wr));
+	}
 	wr.wr_id = (uintptr_t)cqe | rop;
-	wr.sg_list = s;
-	wr.num_sge = fill_sges(s, sg, nsge, &total);
+	wr.sg_list = hold ? c->pend[c->npend].s : s;
+	wr.num_sge = fill_sges(wr.sg_list, sg, nsge, &total);
 	wr.opcode = op;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	if (op != IBV_WR_RDMA_READ && total && total <= c->max_inline)
@@ -267,9 +354,22 @@ static int post_sq(struct rb_conn *rc, struct rb_cqe *cqe, const struct rb_sge *
 		wr.wr.rdma.remote_addr = raddr;
 		wr.wr.rdma.rkey = rkey;
 	}
-	ret = ibv_post_send(c->id->qp, &wr, &bad);
-	if (!ret)
+	if (hold) {
+		c->pend[c->npend++].wr = wr;
+		if (!c->dirty) {
+			c->dirty = true;
+			c->dirty_next = c->cq->dirty;
+			c->cq->dirty = c;
+		}
 		return 0;
+	}
+	/* Keep posting order: what is held goes first. */
+	post_pending(c);
+	ret = ibv_post_send(c->id->qp, &wr, &bad);
+	if (!ret) {
+		c->sq_out++;
+		return 0;
+	}
 	if (c->state == RD_DEAD)
 		return sw_flush_post(c, cqe, rop);
 	rb_dbg("rdma %s: qp %u: post %s: %s", c->peer, c->qpn, rd_op_name(rop), strerror(ret));
