@@ -3,9 +3,10 @@
 #
 # Guest half of bench/vm-bench.sh: runs inside the test VM (tests/vm/run.sh starts it like a
 # guest test). On one Soft-RoCE link (setup_rxe: rxe0/192.0.2.1 target side, rxe1/192.0.2.2
-# initiator side) and one fully written 1 GiB file on a guest tmpfs, runs the same fio jobs
-# against each block device:
-#   k     the kernel's NVMe-oF: nvmet (file namespace) + nvmet-rdma, nvme connect -t rdma
+# initiator side) and one fully written 1 GiB backing store (BACKING=brd: a RAM block device,
+# the default; BACKING=tmpfs: a file on a guest tmpfs), runs the same fio jobs against each
+# block device:
+#   k     the kernel's NVMe-oF: nvmet (that namespace) + nvmet-rdma, nvme connect -t rdma
 #   r     rdmablk-initiator rdma://... --nbd-device auto  -> /dev/nbdN
 #   t     rdmablk-initiator tcp://...  --nbd-device auto  -> /dev/nbdN
 #   u     rdmablk-initiator rdma://... --ublk             -> /dev/ublkbN
@@ -19,7 +20,7 @@
 # Writes into the results share: vm-bench.tsv (one line per cell: CFG JOB IOPS MIBS LAT_US, or
 # CFG - n/a REASON), vm-bench.info (settings, load); the host half prints the table.
 # Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), QUEUES, DEPTH,
-# POLL_US.
+# POLL_US, BACKING (brd: a RAM block device, the default; tmpfs: a file on a guest tmpfs).
 # vm-timeout: 780
 . "$top_srcdir/tests/vm/lib.sh"
 
@@ -32,6 +33,7 @@ RAMP=${RAMP:-2}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
 POLL_US=${POLL_US:-50}
+BACKING=${BACKING:-brd}
 SIZE_MB=1024
 TGT_BIN=$top_builddir/target/rdmablk-target
 INI_BIN=$top_builddir/initiator/rdmablk-initiator
@@ -150,11 +152,11 @@ attach_kernel() {
 	S=$NVMET/subsystems/$NQN
 	mkdir "$S" && echo 1 >"$S/attr_allow_any_host" || vm_fail "nvmet: subsystem $NQN"
 	NVMET_UP=1
-	mkdir "$S/namespaces/1" && printf '%s' "$PWD/disk/disk.img" >"$S/namespaces/1/device_path" ||
+	mkdir "$S/namespaces/1" && printf '%s' "$DISK" >"$S/namespaces/1/device_path" ||
 		vm_fail "nvmet: namespace"
 	# Same cache mode as the rdmablk export (tmpfs takes O_DIRECT since 6.6; it is the same
-	# page cache either way).
-	echo "$KBUF" >"$S/namespaces/1/buffered_io" || vm_fail "nvmet: buffered_io"
+	# page cache either way).  A block device gets nvmet's bdev backend (bios, no cache).
+	[ -b "$DISK" ] || echo "$KBUF" >"$S/namespaces/1/buffered_io" || vm_fail "nvmet: buffered_io"
 	echo 1 >"$S/namespaces/1/enable" || vm_fail "nvmet: enable namespace (buffered_io=$KBUF)"
 	P=$NVMET/ports/1
 	mkdir "$P" && echo rdma >"$P/addr_trtype" && echo ipv4 >"$P/addr_adrfam" &&
@@ -171,7 +173,7 @@ attach_kernel() {
 	ctrl=$(nvme_ctrl)
 	info "k: nvme connect -t rdma -a $TGT_ADDR -s 4420 -i $QUEUES -Q $DEPTH -> $DEV_k ($ctrl:" \
 		"queue_count $(cat /sys/class/nvme/$ctrl/queue_count) incl. admin," \
-		"sqsize $(cat /sys/class/nvme/$ctrl/sqsize)), nvmet file namespace buffered_io=$KBUF," \
+		"sqsize $(cat /sys/class/nvme/$ctrl/sqsize)), nvmet namespace $DISK ($NS_KIND)," \
 		"max_sectors_kb $(cat /sys/block/$name/queue/max_sectors_kb)"
 	CFGS="$CFGS k"
 }
@@ -206,7 +208,7 @@ start_target() {
 		echo "threads = 2"
 		[ -n "${4:-}" ] && echo "$4"
 		echo "[export bench]"
-		echo "path = $PWD/disk/disk.img"
+		echo "path = $DISK"
 		echo "direct = $RB_DIRECT"
 	} >"$2.conf"
 	"$TGT_BIN" --config "$2.conf" >"$2.log" 2>&1 &
@@ -302,8 +304,19 @@ info "fio: ioengine=io_uring direct=1 time_based runtime=${RUNTIME}s ramp_time=$
 	"size=${SIZE_MB}M norandommap, one job each; lat = mean total latency (submit+complete);" \
 	"all devices attached throughout, each job on each device in turn, order rotated per job"
 setup_rxe
-mkdir -p disk
-mount -t tmpfs -o size=$((SIZE_MB + 64))m tmpfs disk || vm_fail "tmpfs for the backing file"
+if [ "$BACKING" = brd ]; then
+	# A RAM block device, as NVMe-oF transports are usually measured: O_DIRECT I/O goes to
+	# the block layer without a page cache, for nvmet (bdev backend) and for rdmablk alike.
+	modinfo brd >/dev/null 2>&1 || vm_fail "kernel $(uname -r) has no brd module (BACKING=tmpfs)"
+	modprobe brd rd_nr=1 rd_size=$((SIZE_MB * 1024)) max_part=0 || vm_fail "modprobe brd"
+	DISK=/dev/ram0
+	NS_KIND="brd RAM block device"
+else
+	mkdir -p disk
+	mount -t tmpfs -o size=$((SIZE_MB + 64))m tmpfs disk || vm_fail "tmpfs for the backing file"
+	DISK=$PWD/disk/disk.img
+	NS_KIND="file on a guest tmpfs"
+fi
 t0=$(cut -d' ' -f1 /proc/uptime)
 # Every block written (no holes: reads must copy real pages); /dev/urandom for all of it takes
 # over a minute under TCG, so a 16 MiB random chunk repeated.
@@ -312,14 +325,15 @@ i=0
 while [ $i -lt $((SIZE_MB / 16)) ]; do
 	cat chunk || exit 1
 	i=$((i + 1))
-done >disk/disk.img || vm_fail "fill the file"
+done >"$DISK" || vm_fail "fill $DISK"
 rm -f chunk
-[ "$(stat -c %s disk/disk.img)" = $((SIZE_MB << 20)) ] || vm_fail "backing file has the wrong size"
-info "backing file: ${SIZE_MB} MiB (a 16 MiB random chunk repeated) on a guest tmpfs, written in" \
+[ "$(blockdev --getsize64 "$DISK" 2>/dev/null || stat -c %s "$DISK")" = $((SIZE_MB << 20)) ] ||
+	vm_fail "$DISK has the wrong size"
+info "backing store: ${SIZE_MB} MiB (a 16 MiB random chunk repeated), $NS_KIND, written in" \
 	"$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.0f", b - a }') s"
 
 # Cache mode for both: O_DIRECT when the tmpfs takes it (6.6+), else buffered.
-if dd if=disk/disk.img of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; then
+if dd if="$DISK" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; then
 	KBUF=0 RB_DIRECT=yes
 else
 	KBUF=1 RB_DIRECT=no

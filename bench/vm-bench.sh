@@ -9,6 +9,7 @@
 #   RUNTIME=10 RAMP=2                  seconds per fio job and of ramp before it
 #   QUEUES=2 DEPTH=128                 I/O queues and depth, for nvme connect and rdmablk
 #   POLL_US=50                         poll-us of the "poll" columns' daemons (0: no such columns)
+#   BACKING=brd                        brd: a RAM block device; tmpfs: a file on a guest tmpfs
 #   RDMABLK_VM_MEM=3072                guest MiB (the backing file lives in guest RAM)
 # Results (and the guest log) in BUILD_DIR/bench/vm-bench-results/. Not a test: not in make
 # check. Takes ~8-10 minutes on 2 cores under TCG. See bench/README.md.
@@ -32,6 +33,7 @@ RAMP=${RAMP:-2}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
 POLL_US=${POLL_US:-50}
+BACKING=${BACKING:-brd}
 export RDMABLK_VM_MEM="${RDMABLK_VM_MEM:-3072}"
 
 res=$build/bench/vm-bench-results
@@ -43,6 +45,7 @@ RAMP=$RAMP
 QUEUES=$QUEUES
 DEPTH=$DEPTH
 POLL_US=$POLL_US
+BACKING=$BACKING
 EOF
 
 load0=$(uptime)
