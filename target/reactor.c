@@ -195,11 +195,11 @@ static void submit_ring(struct tgt_reactor *r)
 }
 
 /*
- * Drain both completion sources and submit what that produced until
- * neither yields more (bounded).  A read served from the page cache
- * completes inside io_uring_submit, so its data and response are posted
- * in this same round: they leave with the round's other posts in one
- * write and carry the acknowledgement of the command, instead of a
+ * Drain both completion sources, then submit what that produced and drain
+ * the ring again while that yields new SQEs (bounded).  A read served from
+ * the page cache completes inside io_uring_submit, so its data and response
+ * are posted in this same round: they leave with the round's other posts
+ * in one write and carry the acknowledgement of the command, instead of a
  * separate ACK now and the response one wakeup later.
  */
 static int reactor_round(struct tgt_reactor *r)
