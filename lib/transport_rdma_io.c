@@ -337,12 +337,9 @@ static int post_sq(struct rb_conn *rc, struct rb_cqe *cqe, const struct rb_sge *
 	if (!c->id || !c->id->qp)
 		return c->state == RD_DEAD && c->cq ? sw_flush_post(c, cqe, rop) : -ENOTCONN;
 	hold = c->cq->corked && c->state != RD_DEAD && c->pend;
-	if (hold) {
-		/* What the QP would say once they are all posted. */
-		if (c->sq_out + c->npend >= c->sq_size)
-			return -ENOMEM;
-		memset(&c->pend[c->npend].wr, 0, sizeof(wr));
-	}
+	/* Held: what the QP would say once they are all posted. */
+	if (hold && c->sq_out + c->npend >= c->sq_size)
+		return -ENOMEM;
 	wr.wr_id = (uintptr_t)cqe | rop;
 	wr.sg_list = hold ? c->pend[c->npend].s : s;
 	wr.num_sge = fill_sges(wr.sg_list, sg, nsge, &total);
