@@ -26,6 +26,12 @@ static void default_cq_cork(struct rb_cq *cq, bool on)
 {
 }
 
+/* Every completion wakes the caller: nothing to prepare. */
+static int default_cq_prepare_wait(struct rb_cq *cq, bool quiet)
+{
+	return 0;
+}
+
 static const struct rb_transport_ops *const builtin[] = {
 	&rb_tcp_transport,
 #ifdef HAVE_RDMA
@@ -49,6 +55,8 @@ static void fill_defaults(void)
 			filled[i].conn_qpn = default_conn_qpn;
 		if (!filled[i].cq_cork)
 			filled[i].cq_cork = default_cq_cork;
+		if (!filled[i].cq_prepare_wait)
+			filled[i].cq_prepare_wait = default_cq_prepare_wait;
 	}
 }
 

@@ -151,6 +151,17 @@ struct rb_transport_ops {
 	 * and sent together at uncork (doorbell batching).  A reactor corks
 	 * while it handles a round of events and uncorks before it waits. */
 	void (*cq_cork)(struct rb_cq *cq, bool on);
+	/*
+	 * Optional: called right before waiting on cq_fd (after uncorking).
+	 * quiet = true says nothing the caller waits for depends on the
+	 * completions of its own SENDs and WRITEs: they need not wake it and
+	 * are returned by a later cq_poll.  Incoming messages, READ
+	 * completions and connection teardown still wake it, but an error
+	 * completion may wait for the next wakeup (the caller's timers bound
+	 * that).  Returns 1 when completions are ready (poll instead of
+	 * waiting), 0 when waiting is safe, or -errno.
+	 */
+	int (*cq_prepare_wait)(struct rb_cq *cq, bool quiet);
 
 	/* Passive side. */
 	int (*listen)(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,

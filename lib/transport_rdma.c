@@ -274,6 +274,7 @@ const struct rb_transport_ops rb_rdma_transport = {
 	.cq_fd = rd_cq_fd,
 	.cq_arm = rd_cq_arm,
 	.cq_cork = rd_cq_cork,
+	.cq_prepare_wait = rd_cq_prepare_wait,
 	.cq_poll = rd_cq_poll,
 	.listen = rd_listen,
 	.listener_close = rd_listener_close,

@@ -451,6 +451,7 @@ static void setup_failed(struct rd_conn *c)
 {
 	c->state = RD_DEAD;
 	c->disconnected = true;
+	rd_cq_note_dead(c);
 	qp_to_err(c);
 	rd_flush_early(c);
 }
@@ -778,6 +779,7 @@ void rd_disconnect(struct rb_conn *rc)
 	if (!c || c->disconnected)
 		return;
 	c->disconnected = true;
+	rd_cq_note_dead(c);
 	was = c->state;
 	c->state = RD_DEAD;
 	if (c->id && c->id->qp) {

@@ -14,6 +14,16 @@
  * connections are used by one thread at a time (the reactor that owns
  * them).
  *
+ * Quiet waits: every SEND carries the solicited-event bit, so a caller
+ * that says (cq_prepare_wait) it needs no wakeup for its own SEND and
+ * WRITE completions gets a CQ armed for solicited completions only: one
+ * wakeup per incoming message instead of one more per message sent.  The
+ * arm stays "next completion" while RDMA READs are outstanding (the caller
+ * waits for their data) or a connection is flushing (rxe raises no
+ * solicited event for flushes).  Widening a solicited arm before a wait
+ * polls the CQ once more, since completions that landed under the
+ * narrower arm raised no event; what that poll finds is kept for cq_poll.
+ *
  * wr_id is the rb_cqe pointer with the rb_wc_opcode in its two low bits,
  * because error completions carry no valid opcode; the connection comes
  * from wc.qp_num through a small per-CQ table.  A send-queue error
@@ -118,6 +128,22 @@ void rd_map_del(struct rd_cq *cq, struct rd_conn *c)
 	}
 }
 
+/* A connection went down: its flushes must wake the owner (see quiet waits). */
+void rd_cq_note_dead(struct rd_conn *c)
+{
+	if (c->dying || !c->in_map)
+		return;
+	c->dying = true;
+	c->cq->ndying++;
+}
+
+/* An RDMA READ completed (or will never be polled): one fewer to wait for. */
+static void read_gone(struct rd_cq *cq)
+{
+	if (cq->reads_out)
+		cq->reads_out--;
+}
+
 /* ---- software completions ------------------------------------------------------ */
 
 static void efd_signal(struct rd_cq *cq)
@@ -191,9 +217,13 @@ void rd_sw_purge(struct rd_cq *cq, struct rd_conn *c)
 	struct rd_swr **pp = &cq->sw_head, *w;
 	unsigned int n = 0;
 
+	int k = 0;
+
 	cq->sw_tail = NULL;
 	while ((w = *pp)) {
 		if (w->conn == c) {
+			if (w->opcode == RB_WC_READ)
+				read_gone(cq);
 			*pp = w->next;
 			free(w);
 			n++;
@@ -202,6 +232,17 @@ void rd_sw_purge(struct rd_cq *cq, struct rd_conn *c)
 		cq->sw_tail = w;
 		pp = &w->next;
 	}
+	/* Stashed hardware completions of this QP: its number may be reused. */
+	for (int i = cq->stash_at; i < cq->nstash; i++) {
+		if (c->in_map && cq->stash[i].qp_num == c->qpn) {
+			if ((cq->stash[i].wr_id & RD_WRID_OPMASK) == RB_WC_READ)
+				read_gone(cq);
+			n++;
+			continue;
+		}
+		cq->stash[cq->stash_at + k++] = cq->stash[i];
+	}
+	cq->nstash = cq->stash_at + k;
 	if (n)
 		rb_warn("rdma %s: destroyed with %u completions not polled", c->peer, n);
 	if (!cq->sw_head)
@@ -352,6 +393,26 @@ static void cm_events(struct rd_cq *cq)
 		rb_err("rdma: CM event channel: %s", strerror(errno));
 }
 
+/* Wake for every completion, or (quiet and nothing unsolicited awaited)
+ * only for incoming messages. */
+static bool need_all(const struct rd_cq *cq)
+{
+	return !cq->quiet || cq->reads_out || cq->ndying;
+}
+
+static int req_notify(struct rd_cq *cq, bool solicited_only)
+{
+	int ret = ibv_req_notify_cq(cq->cq, solicited_only);
+
+	if (ret) {
+		rb_err("rdma %s: arm completion queue: %s", cq->dom->name, strerror(ret));
+		return -ret;
+	}
+	cq->armed = true;
+	cq->armed_sol = solicited_only;
+	return 0;
+}
+
 /* get event -> re-arm (the drain is the caller's cq_poll). */
 int rd_cq_arm(struct rb_cq *rcq)
 {
@@ -370,16 +431,40 @@ int rd_cq_arm(struct rb_cq *rcq)
 	if (comp)
 		comp_event(cq);
 	if (!cq->armed) {
-		ret = ibv_req_notify_cq(cq->cq, 0);
-		if (ret) {
-			rb_err("rdma %s: arm completion queue: %s", cq->dom->name, strerror(ret));
-			return -ret;
-		}
-		cq->armed = true;
+		ret = req_notify(cq, !need_all(cq));
+		if (ret)
+			return ret;
 	}
 	if (cm)
 		cm_events(cq);
 	return 0;
+}
+
+/*
+ * Before the owner waits: widen a solicited-only arm if something that
+ * raises no solicited event is now awaited, and catch what landed before.
+ */
+int rd_cq_prepare_wait(struct rb_cq *rcq, bool quiet)
+{
+	struct rd_cq *cq = to_rcq(rcq);
+	int ret, k;
+
+	cq->quiet = quiet;
+	if (cq->stash_at < cq->nstash)
+		return 1;
+	if (cq->armed && !(cq->armed_sol && need_all(cq)))
+		return 0;
+	ret = req_notify(cq, !need_all(cq));
+	if (ret)
+		return ret;
+	k = ibv_poll_cq(cq->cq, RD_POLL_BATCH, cq->stash);
+	if (k < 0) {
+		rb_err("rdma %s: poll completion queue failed", cq->dom->name);
+		return -EIO;
+	}
+	cq->stash_at = 0;
+	cq->nstash = k;
+	return k > 0;
 }
 
 static enum rb_wc_status map_status(enum ibv_wc_status st, unsigned int op)
@@ -406,6 +491,8 @@ static bool map_wc(struct rd_cq *cq, const struct ibv_wc *iw, struct rb_wc *w)
 	struct rd_conn *c = map_find(cq, iw->qp_num);
 	unsigned int op = (unsigned int)(iw->wr_id & RD_WRID_OPMASK);
 
+	if (op == RB_WC_READ)
+		read_gone(cq);
 	if (!c) {
 		rb_warn("rdma %s: completion for unknown qp %u dropped (status %s)", cq->dom->name,
 			iw->qp_num, ibv_wc_status_str(iw->status));
@@ -445,6 +532,9 @@ int rd_cq_poll(struct rb_cq *rcq, struct rb_wc *wc, int n)
 
 	if (!cq || !wc || n <= 0)
 		return -EINVAL;
+	while (got < n && cq->stash_at < cq->nstash)
+		if (map_wc(cq, &cq->stash[cq->stash_at++], &wc[got]))
+			got++;
 	while (got < n) {
 		int want = n - got < RD_POLL_BATCH ? n - got : RD_POLL_BATCH;
 
@@ -465,6 +555,8 @@ int rd_cq_poll(struct rb_cq *rcq, struct rb_wc *wc, int n)
 		cq->sw_head = w->next;
 		if (!cq->sw_head)
 			cq->sw_tail = NULL;
+		if (w->opcode == RB_WC_READ)
+			read_gone(cq);
 		wc[got++] = (struct rb_wc){ .cqe = w->cqe,
 					    .conn = &w->conn->pub,
 					    .opcode = w->opcode,

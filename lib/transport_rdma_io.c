@@ -175,6 +175,10 @@ void rd_qp_teardown(struct rd_conn *c)
 	c->pend = NULL;
 	if (c->cq)
 		rd_sw_purge(c->cq, c);
+	if (c->dying) {
+		c->cq->ndying--;
+		c->dying = false;
+	}
 	if (c->in_map) {
 		rd_map_del(c->cq, c);
 		c->cq->used -= c->qp_depth;
@@ -345,6 +349,9 @@ static int post_sq(struct rb_conn *rc, struct rb_cqe *cqe, const struct rb_sge *
 	wr.num_sge = fill_sges(wr.sg_list, sg, nsge, &total);
 	wr.opcode = op;
 	wr.send_flags = IBV_SEND_SIGNALED;
+	/* Every message may end the peer's wait (see quiet waits in _cq.c). */
+	if (op == IBV_WR_SEND)
+		wr.send_flags |= IBV_SEND_SOLICITED;
 	if (op != IBV_WR_RDMA_READ && total && total <= c->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	if (op != IBV_WR_SEND) {
@@ -381,7 +388,12 @@ int rd_post_send(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg,
 int rd_post_read(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
 			uint64_t raddr, uint32_t rkey)
 {
-	return post_sq(c, cqe, sg, nsge, IBV_WR_RDMA_READ, RB_WC_READ, raddr, rkey);
+	int ret = post_sq(c, cqe, sg, nsge, IBV_WR_RDMA_READ, RB_WC_READ, raddr, rkey);
+
+	/* Its completion (or flush) will come: the CQ must wake for it. */
+	if (!ret)
+		to_rconn(c)->cq->reads_out++;
+	return ret;
 }
 
 int rd_post_write(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg,

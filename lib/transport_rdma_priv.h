@@ -80,6 +80,13 @@ struct rd_cq {
 	int efd; /* readable while software completions wait */
 	bool efd_set;
 	bool armed; /* notification requested, its event not yet consumed */
+	bool armed_sol; /* ... for solicited completions only */
+	bool quiet; /* cq_prepare_wait: own SEND/WRITE completions need not wake */
+	uint32_t reads_out; /* RDMA READs posted and not yet polled */
+	uint32_t ndying; /* conns disconnected whose WRs are still flushing */
+	/* Completions polled by cq_prepare_wait, handed out by the next cq_poll. */
+	struct ibv_wc stash[RD_POLL_BATCH];
+	int nstash, stash_at;
 	bool corked; /* cq_cork: send-queue WRs are held until uncork */
 	struct rd_conn *dirty; /* conns holding WRs */
 	int cqe; /* current CQ size */
@@ -115,6 +122,7 @@ struct rd_conn {
 	struct rb_transport_opts opts;
 	enum rd_state state;
 	bool disconnected; /* rdma_disconnect / QP to error done */
+	bool dying; /* counted in cq->ndying until the QP is torn down */
 	bool in_map;
 	int lost; /* atomic: CM said the request died before accept */
 	uint32_t qpn;
@@ -164,6 +172,8 @@ int rd_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out);
 void rd_cq_destroy(struct rb_cq *cq);
 int rd_cq_fd(struct rb_cq *cq);
 int rd_cq_arm(struct rb_cq *cq);
+int rd_cq_prepare_wait(struct rb_cq *cq, bool quiet);
+void rd_cq_note_dead(struct rd_conn *c);
 int rd_cq_poll(struct rb_cq *cq, struct rb_wc *wc, int n);
 int rd_map_add(struct rd_cq *cq, struct rd_conn *c);
 void rd_map_del(struct rd_cq *cq, struct rd_conn *c);

@@ -3,8 +3,8 @@
  * Transport flow over loopback: an engine-like echo that reposts from its
  * completion handlers, both directions at once, corked posts, a peer
  * process that exits without disconnecting, a SEND that waits for its
- * receive (tcp), the ACKs a corked round spares (tcp), and the listener
- * against silent, slow and garbage peers (tcp).  Same transport and
+ * receive (tcp), the ACKs a corked round spares (tcp), quiet waits, and
+ * the listener against silent, slow and garbage peers (tcp).  Same transport and
  * address selection as test-tcp-transport.
  */
 #include "config.h"
@@ -359,6 +359,126 @@ static void test_cork(struct rb_listener *l)
 	buf_free(&wb);
 }
 
+/*
+ * Quiet waits (cq_prepare_wait): like a reactor, the active side drains,
+ * prepares, then waits on cq_fd.  Incoming messages, READ completions and
+ * a peer's disconnect must wake a quiet waiter on every transport.  Over
+ * rdma, its own SEND completions must not (that wakeup is what quiet
+ * saves), and widening the wait must hand over what landed meanwhile.
+ */
+static bool quiet_wait(struct side *s, bool quiet, int ms)
+{
+	int r = T->cq_prepare_wait(s->cq, quiet);
+
+	return r > 0 || (r == 0 && fd_readable(T->cq_fd(s->cq), ms));
+}
+
+static void test_quiet(struct rb_listener *l)
+{
+	enum { SZ = 64 };
+	static struct twr t[10];
+	struct buf ab = { 0 }, pb = { 0 }, rr = { 0 };
+	struct pair pp;
+	struct rb_sge s;
+	int rc = 0;
+
+	if (pair_open(l, &pp)) {
+		ok(0, "connect for quiet waits");
+		pair_close(&pp, NULL, 0);
+		return;
+	}
+	rc |= buf_reg(pp.a.d, &ab, 4096, RB_ACCESS_LOCAL);
+	rc |= buf_reg(pp.p.d, &pb, 4096, RB_ACCESS_LOCAL);
+	rc |= buf_reg(pp.p.d, &rr, 4096, RB_ACCESS_REMOTE_READ);
+	twr_init(t, 10);
+	fill(rr.p, 4096, 7);
+	/* t0, t1, t8: p's receives; t2, t7: a's; t3, t4, t9: a's SENDs; t5: a's
+	 * READ; t6: p's SEND */
+	for (int i = 0; i < 2; i++) {
+		s = sge(&pb, (size_t)i * SZ, SZ);
+		rc |= T->post_recv(pp.p.c, &t[i].cqe, &s, 1);
+	}
+	s = sge(&ab, 0, SZ);
+	rc |= T->post_recv(pp.a.c, &t[2].cqe, &s, 1);
+	s = sge(&pb, 3 * SZ, SZ);
+	rc |= T->post_recv(pp.p.c, &t[8].cqe, &s, 1);
+	is_int(rc, 0, "quiet: buffers and receives");
+	drain(pp.a.cq);
+
+	/* An arm from before the caller went quiet may still fire once. */
+	s = sge(&ab, SZ, SZ);
+	quiet_wait(&pp.a, true, 0);
+	rc = T->post_send(pp.a.c, &t[3].cqe, &s, 1);
+	for (uint64_t end = now_ms() + WAIT_MS; !(t[0].done && t[3].done) && now_ms() < end;) {
+		drain(pp.p.cq);
+		if (quiet_wait(&pp.a, true, 10))
+			drain(pp.a.cq);
+	}
+	ok(t[0].done && t[0].wc.status == RB_WC_SUCCESS && t[3].done &&
+	   t[3].wc.status == RB_WC_SUCCESS, "quiet: SEND received and completed");
+	/* Now armed for incoming messages only. */
+	rc |= T->post_send(pp.a.c, &t[4].cqe, &s, 1);
+	for (uint64_t end = now_ms() + WAIT_MS; !t[1].done && now_ms() < end; usleep(1000))
+		drain(pp.p.cq);
+	usleep(100000); /* its completion has landed by now */
+	if (!is_tcp) {
+		ok(!quiet_wait(&pp.a, true, 200), "quiet: own SEND completion does not wake");
+		is_int(T->cq_prepare_wait(pp.a.cq, false), 1,
+		       "quiet: widening finds the completion that raised no event");
+	}
+	drain(pp.a.cq);
+	ok(t[4].done && t[4].wc.status == RB_WC_SUCCESS, "quiet: the next poll returns it");
+
+	/* An incoming message wakes a quiet waiter: first spend the arm the
+	 * widening left (it fires for anything), so only a solicited one is left. */
+	quiet_wait(&pp.a, true, 0);
+	s = sge(&ab, SZ, SZ);
+	rc |= T->post_send(pp.a.c, &t[9].cqe, &s, 1);
+	for (uint64_t end = now_ms() + WAIT_MS; !(t[8].done && t[9].done) && now_ms() < end;) {
+		drain(pp.p.cq);
+		if (quiet_wait(&pp.a, true, 10))
+			drain(pp.a.cq);
+	}
+	ok(t[8].done && t[9].done, "quiet: one more SEND");
+	s = sge(&pb, 2 * SZ, SZ);
+	rc |= T->post_send(pp.p.c, &t[6].cqe, &s, 1);
+	ok(quiet_wait(&pp.a, true, WAIT_MS), "quiet: an incoming message wakes");
+	drain(pp.a.cq);
+	ok(t[2].done && t[2].wc.status == RB_WC_SUCCESS, "quiet: ... and is received");
+
+	/* A READ's completion wakes a quiet waiter: its data is awaited. */
+	drain(pp.a.cq);
+	s = sge(&ab, 2 * SZ, 1024);
+	rc |= T->post_read(pp.a.c, &t[5].cqe, &s, 1, (uint64_t)(uintptr_t)rr.p, rr.mr->rkey);
+	for (uint64_t end = now_ms() + WAIT_MS; !t[5].done && now_ms() < end;) {
+		/* The peer side just keeps its CQ moving. */
+		drain(pp.p.cq);
+		if (quiet_wait(&pp.a, true, 50))
+			drain(pp.a.cq);
+	}
+	ok(t[5].done && t[5].wc.status == RB_WC_SUCCESS && memcmp(ab.p + 2 * SZ, rr.p, 1024) == 0,
+	   "quiet: a READ completes and wakes the waiter");
+	is_int(rc, 0, "quiet: all posts accepted");
+
+	/* The peer disconnects: a quiet waiter still sees its receive flush. */
+	s = sge(&ab, 0, SZ);
+	twr_init(&t[7], 1);
+	rc = T->post_recv(pp.a.c, &t[7].cqe, &s, 1);
+	drain(pp.a.cq);
+	T->disconnect(pp.p.c);
+	for (uint64_t end = now_ms() + WAIT_MS; !t[7].done && now_ms() < end;) {
+		drain(pp.p.cq);
+		if (quiet_wait(&pp.a, true, 1000))
+			drain(pp.a.cq);
+	}
+	ok(!rc && t[7].done && t[7].wc.status == RB_WC_FLUSH_ERR,
+	   "quiet: a peer's disconnect flushes a quiet waiter's receive");
+	pair_close(&pp, t, 10);
+	buf_free(&ab);
+	buf_free(&pb);
+	buf_free(&rr);
+}
+
 /* Bulk both ways at once: WRITE+SEND one way, READs the other. */
 static void test_bidir(struct rb_listener *l)
 {
@@ -686,6 +806,7 @@ int main(int argc, char **argv)
 	test_echo(l);
 	test_bidir(l);
 	test_cork(l);
+	test_quiet(l);
 	test_peer_exit(l);
 	if (is_tcp) {
 		test_rnr_wait(l);
