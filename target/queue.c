@@ -199,6 +199,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 		q->incapsule = 0; /* admin commands carry data by key only */
 	q->max_rd = 16;
 	q->pending_read_tail = &q->pending_read;
+	q->parked_tail = &q->parked;
 	q->last_cmd_ns = tgt_now_ns();
 	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
 	q->cx = NULL;
@@ -263,6 +264,9 @@ void tgt_queue_fail(struct tgt_queue *q, const char *why)
 	if (q->dead)
 		return;
 	q->dead = true;
+	/* Parked commands are dropped unanswered, like those in flight. */
+	q->parked = NULL;
+	q->parked_tail = &q->parked;
 	rb_info("%s peer %s: queue %u (qp %u) closing: %s", q->cx->ops->name, q->peer, q->qid,
 		q->qpn, why);
 	/* Admin queue loss ends the session (NVMe-oF controller semantics). */

@@ -254,6 +254,22 @@ static void on_timer(struct tgt_reactor *r)
 	}
 }
 
+/*
+ * May the reactor sleep through completions of its own SENDs and WRITEs?
+ * Not while something waits for one: a data buffer (a read's is freed when
+ * its response SEND completes), a request slot for a parked command, the
+ * response to a DISCONNECT, or the drain at shutdown.
+ */
+static bool reactor_quiet(const struct tgt_reactor *r, bool stop_seen)
+{
+	if (stop_seen || r->pending_buf)
+		return false;
+	for (const struct tgt_queue *q = r->queues; q; q = q->next)
+		if (q->parked || q->disconnect_requested)
+			return false;
+	return true;
+}
+
 static void reactor_loop(struct tgt_reactor *r)
 {
 	struct epoll_event evs[16];
@@ -263,6 +279,7 @@ static void reactor_loop(struct tgt_reactor *r)
 	for (;;) {
 		int timeout = rb_spin_polling(&r->spin) ? 0 : stop_seen ? 10 : 1000;
 		int n, work = 0;
+		bool quiet;
 
 		submit_ring(r);
 		/* Everything this round posted goes out now, in one go per conn. */
@@ -270,6 +287,10 @@ static void reactor_loop(struct tgt_reactor *r)
 			r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, false);
 		if (stop_seen && !r->queues)
 			break;
+		quiet = reactor_quiet(r, stop_seen);
+		for (int i = 0; i < r->nr_cqctx; i++)
+			if (r->cqctx[i].ops->cq_prepare_wait(r->cqctx[i].cq, quiet) > 0)
+				timeout = 0;
 		if (ring_notify(r, true))
 			timeout = 0;
 		n = epoll_wait(r->epfd, evs, (int)RB_ARRAY_SIZE(evs), timeout);

@@ -51,6 +51,15 @@ static void req_free(struct tgt_req *req)
 	req->state = REQ_FREE;
 	req->next = q->free_reqs;
 	q->free_reqs = req;
+	if (q->parked && !q->dead) {
+		struct tgt_recv *rv = q->parked;
+
+		q->parked = rv->next;
+		if (!q->parked)
+			q->parked_tail = &q->parked;
+		tgt_req_start(q, rv, rv->byte_len);
+		return;
+	}
 	if (q->dead)
 		tgt_queue_maybe_destroy(q);
 }
@@ -452,13 +461,22 @@ void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 		tgt_queue_maybe_destroy(q);
 		return;
 	}
-	req = q->free_reqs;
-	if (!req || q->nr_active >= q->depth) {
+	if (q->nr_active >= q->depth) {
 		/* More commands than credits: the host ignored the queue depth. */
 		rb_err("queue %u (peer %s, qp %u): more than %u outstanding commands; closing",
 		       q->qid, q->peer, q->qpn, q->depth);
 		tgt_queue_fail(q, "protocol violation");
 		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	req = q->free_reqs;
+	if (!req) {
+		/* Every request is answered but waits for its SEND completion
+		 * (not yet polled): wait for one, in arrival order. */
+		rv->byte_len = byte_len;
+		rv->next = NULL;
+		*q->parked_tail = rv;
+		q->parked_tail = &rv->next;
 		return;
 	}
 	q->free_reqs = req->next;

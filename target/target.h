@@ -105,6 +105,8 @@ struct tgt_recv {
 	struct rb_capsule *capsule; /* slot in queue's capsule region */
 	void *incap; /* in-capsule data buffer (reactor's incap pool) */
 	bool posted;
+	uint32_t byte_len; /* while parked */
+	struct tgt_recv *next; /* queue's parked list */
 };
 
 struct tgt_req {
@@ -158,6 +160,8 @@ struct tgt_queue {
 	struct tgt_req *reqs;
 	struct tgt_req *free_reqs;
 	struct tgt_req *pending_read, **pending_read_tail;
+	/* Commands that found every request still awaiting its SEND completion. */
+	struct tgt_recv *parked, **parked_tail;
 	struct rb_capsule *capsules; /* depth slots */
 	struct rb_response *rsps; /* depth slots */
 	struct rb_mr *capsule_mr, *rsp_mr;
