@@ -155,6 +155,7 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 		      const struct ini_queue_cfg *cfg);
 void ini_queue_fail(struct rb_queue *q, const char *why);
 void ini_queue_tick(struct rb_queue *q, uint64_t now_ms);
+bool ini_queue_waits_for_send(const struct rb_queue *q);
 void ini_queue_shutdown(struct rb_queue *q);
 bool ini_queue_quiet(const struct rb_queue *q);
 /* false: work requests still outstanding, the queue was leaked on purpose. */

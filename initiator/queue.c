@@ -112,6 +112,12 @@ int rb_queue_slots_get(struct rb_queue *q, unsigned int n, struct rb_slot **out)
 	return 0;
 }
 
+/* A slot frees only once its SEND completed: waiters need that wakeup. */
+bool ini_queue_waits_for_send(const struct rb_queue *q)
+{
+	return q->wait_head != NULL;
+}
+
 void rb_queue_slots_put(struct rb_queue *q, unsigned int n, struct rb_slot **slots)
 {
 	for (unsigned int i = 0; i < n; i++) {

@@ -295,6 +295,15 @@ int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
 	return 0;
 }
 
+/* May the reactor sleep through completions of its own SENDs? */
+static bool reactor_quiet(const struct rb_reactor *r)
+{
+	for (unsigned int i = 0; i < r->nr_queues; i++)
+		if (ini_queue_waits_for_send(r->queues[i]))
+			return false;
+	return true;
+}
+
 static void *reactor_main(void *arg)
 {
 	struct rb_reactor *r = arg;
@@ -313,8 +322,9 @@ static void *reactor_main(void *arg)
 	settle(r);
 	while (!atomic_load(&r->stop)) {
 		/* settle() is bounded: do not sleep on work it left queued. */
-		int n = epoll_wait(r->epfd, evs, EV_BATCH,
-				   rb_spin_polling(&r->spin) || r->defer_head ? 0 : -1);
+		bool now = rb_spin_polling(&r->spin) || r->defer_head ||
+			   (r->cq && r->ops->cq_prepare_wait(r->cq, reactor_quiet(r)) > 0);
+		int n = epoll_wait(r->epfd, evs, EV_BATCH, now ? 0 : -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -424,6 +434,8 @@ int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
 		if (now >= deadline_ms)
 			return -ETIMEDOUT;
 		wait = (int)(deadline_ms - now < r->tick_ms ? deadline_ms - now : r->tick_ms);
+		if (r->cq && r->ops->cq_prepare_wait(r->cq, false) > 0)
+			continue;
 		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
 			return -errno;
 	}
