@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "checked.h"
 #include "tap.h"
@@ -23,6 +24,7 @@
 #include "wire.h"
 
 #define DEPTH 8
+#define RECVS (3 * DEPTH) /* receive slots: lazy_host keeps them all posted */
 #define BUF_SIZE (1 << 20)
 
 static const struct rb_transport_ops *ops;
@@ -69,8 +71,9 @@ struct queue {
 	struct rb_conn *conn;
 	struct rb_mr *mr; /* capsules, responses and data: remote r/w */
 	char *mem;
-	struct waiter recv[DEPTH];
-	struct rb_response *rsp; /* DEPTH slots in mem */
+	struct waiter recv[RECVS];
+	int nrecv; /* slots posted so far */
+	struct rb_response *rsp; /* RECVS slots in mem */
 	struct rb_capsule *cap; /* DEPTH slots in mem, each followed by 16 KiB */
 	char *data; /* BUF_SIZE in mem */
 	uint16_t depth;
@@ -95,7 +98,7 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 	struct rb_cm_req req = { .magic = rb_le32(magic), .version = rb_le16(RB_PROTO_VERSION),
 				 .qid = rb_le16(qid), .depth = rb_le16(DEPTH),
 				 .incapsule = rb_le32(8192), .session = rb_le64(session) };
-	struct rb_conn_caps caps = { .max_send_wr = DEPTH * 2, .max_recv_wr = DEPTH,
+	struct rb_conn_caps caps = { .max_send_wr = RECVS, .max_recv_wr = RECVS,
 				     .max_sge = 2, .max_inline = 64, .max_rd_atomic = 0,
 				     .max_dest_rd_atomic = 16 };
 	union {
@@ -103,7 +106,7 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 		struct rb_cm_rej rej;
 	} back;
 	size_t back_len = sizeof(back);
-	size_t size = DEPTH * (sizeof(struct rb_response) + CAP_STRIDE) + BUF_SIZE;
+	size_t size = RECVS * sizeof(struct rb_response) + DEPTH * CAP_STRIDE + BUF_SIZE;
 	int ret;
 
 	memset(q, 0, sizeof(*q));
@@ -131,8 +134,8 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 	if (ret)
 		return ret;
 	q->rsp = (struct rb_response *)q->mem;
-	q->cap = (struct rb_capsule *)(q->mem + DEPTH * sizeof(struct rb_response));
-	q->data = q->mem + DEPTH * (sizeof(struct rb_response) + CAP_STRIDE);
+	q->cap = (struct rb_capsule *)(q->mem + RECVS * sizeof(struct rb_response));
+	q->data = q->mem + RECVS * sizeof(struct rb_response) + DEPTH * CAP_STRIDE;
 	ret = ops->connect(q->conn, cq, &caps, &req, sizeof(req), &back, &back_len);
 	if (ret == -ECONNREFUSED && reason)
 		*reason = back_len >= sizeof(back.rej) ? rb_from_le16(back.rej.reason) : 0xffff;
@@ -146,6 +149,7 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 	for (int i = 0; i < DEPTH; i++)
 		if ((ret = post_recv(q, i)))
 			return ret;
+	q->nrecv = DEPTH;
 	q->depth = rb_from_le16(back.rep.depth);
 	q->incapsule = rb_from_le32(back.rep.incapsule);
 	return 0;
@@ -175,7 +179,7 @@ static int command(struct queue *q, uint32_t extra, uint64_t *result)
 	for (int waited = 0; waited < 5000; waited += 10) {
 		bool flushed = false;
 
-		for (int i = 0; i < DEPTH; i++) {
+		for (int i = 0; i < q->nrecv; i++) {
 			if (!q->recv[i].done)
 				continue;
 			/* A response may be followed by the close it announced:
@@ -204,7 +208,7 @@ static int command(struct queue *q, uint32_t extra, uint64_t *result)
 static int closed_by_peer(struct queue *q)
 {
 	for (int waited = 0; waited < 5000; waited += 10) {
-		for (int i = 0; i < DEPTH; i++)
+		for (int i = 0; i < q->nrecv; i++)
 			if (q->recv[i].done && q->recv[i].wc.status != RB_WC_SUCCESS)
 				return 1;
 		struct waiter dummy = { 0 };
@@ -224,7 +228,7 @@ static void queue_close(struct queue *q)
 {
 	ops->disconnect(q->conn);
 	/* Let the flushes arrive, then free. */
-	for (int i = 0; i < DEPTH; i++)
+	for (int i = 0; i < q->nrecv; i++)
 		if (!q->recv[i].done)
 			wait_for(&q->recv[i], 2000);
 	ops->conn_destroy(q->conn);
@@ -249,6 +253,61 @@ static struct rb_capsule *io(struct queue *q, uint8_t op, uint32_t handle, uint6
 		c->sgl.key = rb_le32(q->mr->rkey);
 	}
 	return c;
+}
+
+/*
+ * A host that reads its answers late.  Over tcp it then acknowledges
+ * nothing, so on the target every answered command keeps its request until
+ * that SEND completes.  Three rounds of DEPTH commands (each answered
+ * before the next is sent) leave the third round with all 2 x DEPTH
+ * requests waiting: it must wait for them, not be called a violation.
+ * Over rdma the device acknowledges at once and this is a plain batch.
+ */
+static void lazy_host(struct queue *q, uint32_t handle)
+{
+	static struct waiter sends[RECVS];
+	bool seen[RECVS] = { false };
+	int answered = 0, good = 0, posted = 0;
+
+	for (int i = q->nrecv; i < RECVS; i++)
+		if (post_recv(q, i) == 0)
+			q->nrecv++;
+	is_int(q->nrecv, RECVS, "lazy host: %d receives posted", RECVS);
+	for (int k = 0; k < RECVS; k++) {
+		struct rb_capsule *c = (struct rb_capsule *)(q->data + (size_t)k * 64);
+		struct rb_sge sg = { .addr = c, .length = RB_CAPSULE_SIZE, .lkey = q->mr->lkey };
+
+		/* Answered at the choke point: no disk I/O, no data moved. */
+		memset(c, 0, sizeof(*c));
+		c->opcode = RB_OP_FLUSH;
+		c->cid = rb_le16((uint16_t)k);
+		c->handle = rb_le32(handle);
+		c->rsvd0 = 1;
+		sends[k].cqe.done = waiter_done;
+		posted += ops->post_send(q->conn, &sends[k].cqe, &sg, 1) == 0;
+		/* Not polling lets nothing out of the transport but these sends. */
+		if (k % DEPTH == DEPTH - 1)
+			usleep(300 * 1000);
+	}
+	is_int(posted, RECVS, "lazy host: %d commands sent in rounds of %d", RECVS, DEPTH);
+	for (int waited = 0; waited < 10000 && answered < RECVS; waited += 10) {
+		struct waiter dummy = { 0 };
+
+		wait_for(&dummy, 10);
+		answered = 0;
+		for (int i = 0; i < RECVS; i++)
+			answered += q->recv[i].done;
+	}
+	for (int i = 0; i < RECVS; i++) {
+		uint16_t cid = rb_from_le16(q->rsp[i].cid);
+
+		if (!q->recv[i].done || q->recv[i].wc.status != RB_WC_SUCCESS || cid >= RECVS ||
+		    seen[cid] || rb_from_le16(q->rsp[i].status) != RB_S_INVALID_FIELD)
+			continue;
+		seen[cid] = true;
+		good++;
+	}
+	is_int(good, RECVS, "lazy host: every command answered exactly once");
 }
 
 int main(int argc, char **argv)
@@ -389,6 +448,13 @@ int main(int argc, char **argv)
 		queue_close(&ioq);
 	} else {
 		ok(0, "reconnect after violations");
+	}
+
+	if (queue_connect(&ioq, 2, session, RB_MAGIC, NULL) == 0) {
+		lazy_host(&ioq, handle);
+		queue_close(&ioq);
+	} else {
+		ok(0, "connect queue 2 for the lazy host");
 	}
 
 	io(&admin, RB_OP_KEEPALIVE, 0, 0, 0)->sgl.type = RB_SGL_NONE;
