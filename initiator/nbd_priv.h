@@ -53,7 +53,7 @@ struct nbd_rctx {
 	struct rb_task drain_task, force_task;
 };
 
-#define NBD_STAGE 512
+#define NBD_STAGE (32u << 10)
 
 struct nbd_client {
 	struct nbd_server *srv;
@@ -70,16 +70,17 @@ struct nbd_client {
 	bool handshake;
 	bool registered; /* fd is in the reactor's epoll set */
 	bool closed; /* fd gone; waiting for in-flight I/O before free */
-	bool out_blocked;
-	bool in_drained; /* client_input: a short read emptied the socket */ /* last send hit EAGAIN: wait for EPOLLOUT */
+	bool out_blocked; /* last send hit EAGAIN: wait for EPOLLOUT */
+	bool in_drained; /* client_input: a short read emptied the socket */
 	bool draining;
 
 	struct nbd_hs_state hs;
 	struct nbd_buf out; /* handshake replies */
 	uint8_t hdr[sizeof(struct nbd_request)];
 	uint32_t hdr_got;
-	/* Transmission phase: one recv picks up many request headers; at most
-	 * NBD_STAGE bytes of a write payload are copied from here. */
+	/* Transmission phase: one recv picks up many requests, small writes
+	 * with their data (copied from here: a 4 KiB memcpy costs less than
+	 * the recv it saves); a bigger payload's rest is read in place. */
 	uint8_t stage[NBD_STAGE];
 	uint32_t st_head, st_tail;
 	struct rb_task input_task;
