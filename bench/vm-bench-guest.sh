@@ -101,15 +101,20 @@ cleanup() {
 rxe_pkts() { rdma statistic show link "$1/1" | sed -n "s/.* $2 \([0-9]*\).*/\1/p"; }
 veth_tx() { cat "/sys/class/net/$INI_IF/statistics/tx_packets"; }
 
+# "busy total" jiffies of all guest CPUs (busy: not idle, not iowait).
+cpu_all() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
+
 # run_job CFG DEV NAME RW BS QD: one fio job, its JSON in fio-CFG-NAME.json (collect reads
 # them all at the end: python's start-up costs seconds under TCG); the packets that crossed the
-# veth meanwhile are added to PK_CFG (RoCE, sent by rxe1) and VP_CFG (all, sent by rb-ini).
+# veth meanwhile are added to PK_CFG (RoCE, sent by rxe1) and VP_CFG (all, sent by rb-ini), and
+# the share of guest CPU time that was busy to BUSY_CFG (saturated, or waiting on wake-ups?).
 run_job() {
 	cfg=$1
 	dev=$2
 	name=$3
 	p0=$(rxe_pkts "$INI_DEV" sent_pkts)
 	v0=$(veth_tx)
+	c0=$(cpu_all)
 	fio --name="$name" --filename="$dev" --ioengine=io_uring --direct=1 --rw="$4" --bs="$5" \
 		--iodepth="$6" --size=${SIZE_MB}M --time_based --runtime="$RUNTIME" \
 		--ramp_time="$RAMP" --norandommap --randrepeat=0 --group_reporting \
@@ -117,6 +122,8 @@ run_job() {
 		{ cat "fio-$cfg-$name.json"; vm_fail "$cfg: fio $name on $dev"; }
 	p1=$(rxe_pkts "$INI_DEV" sent_pkts)
 	v1=$(veth_tx)
+	busy=$(echo "$c0 $(cpu_all)" | awk '{ d = $4 - $2; printf "%.0f", d ? 100 * ($3 - $1) / d : 0 }')
+	eval "BUSY_$cfg=\"\${BUSY_$cfg:+\$BUSY_$cfg }$busy%\""
 	eval "PK_$cfg=\$((\${PK_$cfg:-0} + $p1 - $p0)) VP_$cfg=\$((\${VP_$cfg:-0} + $v1 - $v0))"
 	echo "# $cfg $name done (guest load $(cut -d' ' -f1 /proc/loadavg))"
 }
@@ -404,6 +411,10 @@ collect
 cpu_report "during the jobs" $(($(cut -d. -f1 /proc/uptime) - t0))
 info "load at end: $(cat /proc/loadavg)"
 
+info "guest CPU busy during each job ($(echo $JOBS | sed 's/:[^ ]*//g')):"
+for c in $CFGS; do
+	eval "info \"  $c: \$BUSY_$c\""
+done
 # Every configuration's traffic crossed the link: the initiator side's counters say so.
 for c in $CFGS; do
 	eval "p=\${PK_$c:-0} v=\${VP_$c:-0}"
