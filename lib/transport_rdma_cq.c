@@ -216,7 +216,6 @@ void rd_sw_purge(struct rd_cq *cq, struct rd_conn *c)
 {
 	struct rd_swr **pp = &cq->sw_head, *w;
 	unsigned int n = 0;
-
 	int k = 0;
 
 	cq->sw_tail = NULL;
