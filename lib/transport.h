@@ -155,7 +155,9 @@ struct rb_transport_ops {
 	 * Optional: called right before waiting on cq_fd (after uncorking).
 	 * quiet = true says nothing the caller waits for depends on the
 	 * completions of its own SENDs and WRITEs: they need not wake it and
-	 * are returned by a later cq_poll.  Incoming messages, READ
+	 * are returned by a later cq_poll, possibly only once a message came
+	 * in on that connection or cq_prepare_wait(quiet = false) was called
+	 * (tcp defers the peer's acks that long).  Incoming messages, READ
 	 * completions and connection teardown still wake it, but an error
 	 * completion may wait for the next wakeup (the caller's timers bound
 	 * that).  Returns 1 when completions are ready (poll instead of

@@ -613,6 +613,26 @@ static void tcp_cq_cork(struct rb_cq *rcq, bool on)
 		cq_signal(cq);
 }
 
+/*
+ * Quiet: the owner's own SEND/WRITE completions need not wake it, so its
+ * frames may leave their acks to the peer's next frame (TCP_F_LAZY).  Not
+ * quiet: it may be waiting for exactly those, so ask for them now.
+ */
+static int tcp_cq_prepare_wait(struct rb_cq *rcq, bool quiet)
+{
+	struct tcp_cq *cq = to_cq(rcq);
+
+	cq->quiet = quiet;
+	if (quiet)
+		return 0;
+	cq->in_poll = true;
+	tcp_cq_request_acks(cq);
+	cq->in_poll = false;
+	if (cq->done.head)
+		cq_signal(cq);
+	return 0;
+}
+
 static struct rb_domain *tcp_conn_domain(struct rb_conn *c)
 {
 	return (struct rb_domain *)to_conn(c)->dom;
@@ -640,6 +660,7 @@ const struct rb_transport_ops rb_tcp_transport = {
 	.cq_arm = tcp_cq_arm,
 	.cq_poll = tcp_cq_poll,
 	.cq_cork = tcp_cq_cork,
+	.cq_prepare_wait = tcp_cq_prepare_wait,
 	.listen = tcp_listen,
 	.listener_close = tcp_listener_close,
 	.listener_fd = tcp_listener_fd,

@@ -138,6 +138,7 @@ void tcp_tx_progress(struct tcp_conn *c)
 				/* Not started: carry the freshest ack. */
 				w->hdr.ack = htole32(c->rx_count);
 				c->ack_sent = c->rx_count;
+				c->ack_urgent = false;
 			}
 			cnt += frame_iov(w, skip, iov + cnt);
 			skip = 0;
@@ -167,17 +168,18 @@ void tcp_tx_queue(struct tcp_conn *c, struct tcp_wr *w)
 	q_push(&c->txq, w);
 }
 
-static void queue_ack(struct tcp_conn *c)
+/* F_ACK or F_ACK_REQ (payload-free control frames). */
+static void queue_ctrl(struct tcp_conn *c, uint8_t type)
 {
 	struct tcp_wr *w = tcp_wr_get(c);
 
 	if (!w) {
-		rb_err("tcp %s: out of memory for ACK", c->peer);
+		rb_err("tcp %s: out of memory for a control frame", c->peer);
 		tcp_conn_fail(c);
 		return;
 	}
 	w->kind = W_CTRL;
-	w->hdr.type = F_ACK;
+	w->hdr.type = type;
 	q_push(&c->txq, w);
 }
 
@@ -307,6 +309,13 @@ void tcp_conn_detach(struct tcp_conn *c)
 			break;
 		}
 	}
+	for (pp = &cq->lazyq; c->lazy_listed && *pp; pp = &(*pp)->lazy_next) {
+		if (*pp == c) {
+			*pp = c->lazy_next;
+			c->lazy_listed = false;
+			break;
+		}
+	}
 	if (c->ndone)
 		rb_warn("tcp %s: destroyed with %u completions not polled", c->peer, c->ndone);
 	for (w = cq->done.head; c->ndone && w; w = next) {
@@ -375,6 +384,8 @@ static void rx_data_done(struct tcp_conn *c)
 		/* fall through */
 	case F_WRITE:
 		c->rx_count++;
+		if (!rx->lazy)
+			c->ack_urgent = true;
 		tcp_conn_kick(c);
 		break;
 	case F_READ_RESP:
@@ -550,25 +561,40 @@ static void rx_header(struct tcp_conn *c, const struct tcp_hdr *h)
 {
 	uint32_t len = le32toh(h->length), rkey = le32toh(h->rkey);
 	uint64_t tag = le64toh(h->tag), addr = le64toh(h->addr);
+	uint16_t flags = le16toh(h->flags);
 
-	if (h->type < F_SEND || h->type > F_ACK) {
+	if (h->type < F_SEND || h->type > F_ACK_REQ) {
 		rb_warn("tcp %s: protocol error: frame type %u", c->peer, h->type);
+		tcp_conn_fail(c);
+		return;
+	}
+	if ((flags & ~TCP_F_KNOWN) ||
+	    ((flags & TCP_F_LAZY) && h->type != F_SEND && h->type != F_WRITE)) {
+		rb_warn("tcp %s: protocol error: flags %#x on frame type %u", c->peer, flags,
+			h->type);
 		tcp_conn_fail(c);
 		return;
 	}
 	if (rx_ack(c, le32toh(h->ack)))
 		return;
-	if ((h->type == F_NAK || h->type == F_ACK) && len) {
+	if ((h->type == F_NAK || h->type == F_ACK || h->type == F_ACK_REQ) && len) {
 		rb_warn("tcp %s: protocol error: control frame with payload", c->peer);
 		tcp_conn_fail(c);
 		return;
 	}
+	c->rx.lazy = flags & TCP_F_LAZY;
 	switch (h->type) {
 	case F_SEND: rx_send(c, tag, len); break;
 	case F_WRITE: rx_write(c, tag, addr, rkey, len); break;
 	case F_READ_REQ: rx_read_req(c, tag, addr, rkey, len); break;
 	case F_READ_RESP: rx_read_resp(c, tag, len); break;
 	case F_NAK: rx_nak(c, tag, h->status); break;
+	case F_ACK_REQ:
+		if (c->rx_count != c->ack_sent) {
+			c->ack_urgent = true;
+			tcp_conn_kick(c);
+		}
+		break;
 	default: break;
 	}
 }
@@ -709,14 +735,17 @@ void tcp_conn_event(struct tcp_conn *c, uint32_t events)
  * needed only when nothing goes the other way.  A corked owner (handling
  * one round of events) often answers within the round: its frames carry
  * the ack at uncork, which then sends ACKs only for what is still owed.
- * Without corking the ACK goes out at once.
+ * Without corking the ACK goes out at once.  Frames the sender marked lazy
+ * get no ACK of their own at all: their ack rides on whatever goes back
+ * next, or answers the F_ACK_REQ the sender sends once it needs it
+ * (tcp_cq_request_acks).
  */
 static void ack_owed(struct tcp_conn *c)
 {
 	struct tcp_cq *cq = c->cq;
 
 	if (!cq->corked) {
-		queue_ack(c);
+		queue_ctrl(c, F_ACK);
 		return;
 	}
 	if (!c->ack_held) {
@@ -734,10 +763,30 @@ void tcp_cq_release_acks(struct tcp_cq *cq)
 	while ((c = cq->ackq)) {
 		cq->ackq = c->ack_next;
 		c->ack_held = false;
-		if (c->state == ST_CONNECTED && c->rx_count != c->ack_sent && !has_unstarted(c)) {
-			queue_ack(c);
+		if (c->state == ST_CONNECTED && c->ack_urgent && c->rx_count != c->ack_sent &&
+		    !has_unstarted(c)) {
+			queue_ctrl(c, F_ACK);
 			tcp_conn_kick(c);
 		}
+	}
+}
+
+/*
+ * The owner is about to sleep waiting for something: ask every peer that
+ * holds lazy frames of ours for its ack now.  The ACK makes cq_fd readable.
+ */
+void tcp_cq_request_acks(struct tcp_cq *cq)
+{
+	struct tcp_conn *c;
+
+	while ((c = cq->lazyq)) {
+		cq->lazyq = c->lazy_next;
+		c->lazy_listed = false;
+		if (c->state != ST_CONNECTED || (!c->unacked.n && !c->txq.n))
+			continue;
+		queue_ctrl(c, F_ACK_REQ);
+		if (!c->want_out)
+			tcp_tx_progress(c);
 	}
 }
 
@@ -745,7 +794,7 @@ void tcp_conn_service(struct tcp_conn *c)
 {
 	if (c->state != ST_CONNECTED)
 		return;
-	if (c->rx_count != c->ack_sent && !has_unstarted(c))
+	if (c->ack_urgent && c->rx_count != c->ack_sent && !has_unstarted(c))
 		ack_owed(c);
 	if (c->txq.head && !c->want_out)
 		tcp_tx_progress(c);
@@ -822,6 +871,16 @@ static int post(struct tcp_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg,
 	w->hdr.tag = htole64(w->tag);
 	w->hdr.addr = htole64(raddr);
 	w->hdr.rkey = htole32(rkey);
+	/* Lazy while the owner sleeps quietly and the send queue has room to
+	 * spare: a peer's reply carries the ack anyway. */
+	if (kind != W_READ && c->cq->quiet && c->sq_used <= c->max_send_wr / 2) {
+		w->hdr.flags = htole16(TCP_F_LAZY);
+		if (!c->lazy_listed) {
+			c->lazy_listed = true;
+			c->lazy_next = c->cq->lazyq;
+			c->cq->lazyq = c;
+		}
+	}
 	q_push(&c->txq, w);
 	if (c->want_out)
 		return 0;

@@ -40,13 +40,18 @@ enum tcp_ftype {
 	F_READ_RESP = 7,
 	F_NAK = 8,
 	F_ACK = 9,
+	F_ACK_REQ = 10,
 };
+
+/* tcp_hdr.flags */
+#define TCP_F_LAZY 0x0001u /* SEND/WRITE: ack it with your next frame, no ACK of its own */
+#define TCP_F_KNOWN TCP_F_LAZY
 
 /* Little endian on the wire; stored encoded in frames. */
 struct tcp_hdr {
 	uint8_t type; /* enum tcp_ftype */
 	uint8_t status; /* NAK: enum rb_wc_status for the requester's WR */
-	uint16_t rsvd;
+	uint16_t flags; /* TCP_F_* */
 	uint32_t length; /* payload bytes; READ_REQ: bytes requested, no payload */
 	uint32_t ack; /* SEND+WRITE frames received and placed so far */
 	uint32_t rkey; /* WRITE, READ_REQ */
@@ -107,6 +112,9 @@ struct tcp_cq {
 	struct tcp_q done;
 	struct tcp_conn *dirty; /* conns with deferred writes/acks */
 	struct tcp_conn *ackq; /* conns holding an ACK until uncork */
+	/* Last cq_prepare_wait said quiet: SEND/WRITE frames go out lazy. */
+	bool quiet;
+	struct tcp_conn *lazyq; /* conns that sent lazy frames since then */
 	unsigned int nconns;
 };
 
@@ -121,6 +129,7 @@ enum tcp_state {
 struct tcp_rx {
 	uint32_t head, tail; /* staged bytes [head, tail) of buf */
 	bool in_data;
+	bool lazy; /* the frame being placed had TCP_F_LAZY */
 	uint8_t type;
 	uint8_t iovidx, iovcnt;
 	uint32_t total;
@@ -158,6 +167,7 @@ struct tcp_conn {
 	struct tcp_q recvq;
 	uint32_t rx_count; /* SEND/WRITE frames placed; sent back as ack */
 	uint32_t ack_sent; /* rx_count value last stamped into a header */
+	bool ack_urgent; /* a frame placed since then wants its ack now */
 	bool paused; /* too many READ_RESPs queued: stop reading */
 	bool rnr_wait; /* SEND waits for a receive (rnr_retry 7) */
 	bool rx_kick; /* staged input to process from the next cq call */
@@ -170,6 +180,8 @@ struct tcp_conn {
 	struct tcp_conn *dirty_next;
 	bool ack_held; /* on cq->ackq */
 	struct tcp_conn *ack_next;
+	bool lazy_listed; /* on cq->lazyq */
+	struct tcp_conn *lazy_next;
 	unsigned int ndone; /* completions of this conn still in cq->done */
 
 	struct tcp_wr *free;
@@ -250,6 +262,7 @@ void tcp_conn_free_pool(struct tcp_conn *c);
 void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
 void tcp_conn_kick(struct tcp_conn *c);
 void tcp_cq_release_acks(struct tcp_cq *cq);
+void tcp_cq_request_acks(struct tcp_cq *cq);
 uint32_t tcp_next_qpn(void);
 uint64_t tcp_now_ns(void);
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
