@@ -91,6 +91,7 @@ struct rb_reactor {
 	struct rb_domain *domain;
 	struct rb_cq *cq;
 	struct rb_poll cq_poll, wake_poll, timer_poll;
+	bool cq_fired; /* this round: cq_fd fired and was re-armed */
 
 	pthread_mutex_t inbox_lock;
 	struct rb_task *inbox_head, *inbox_tail;

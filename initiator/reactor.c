@@ -131,17 +131,20 @@ static int drain_cq(struct rb_reactor *r)
 }
 
 /*
- * Completions and deferred work until both are quiet (bounded).  A drained
- * CQ gets new entries only from traffic or posts, which make its fd
- * readable, so it is polled again only after deferred work ran: over tcp
- * each poll is a system call.
+ * Completions and deferred work until both are quiet (bounded).  The CQ is
+ * polled only when poll_cq says it may hold something: its fd fired (and
+ * was re-armed), the loop polls instead of sleeping, or a transport asked
+ * for a poll.  A drained, armed CQ gets new entries only through its fd
+ * (traffic, or flushes of posts to a dead connection), so deferred work
+ * needs no poll of its own; over tcp each poll is a system call.
  */
-static void settle(struct rb_reactor *r)
+static void settle(struct rb_reactor *r, bool poll_cq)
 {
 	run_deferred(r);
-	drain_cq(r);
-	for (int i = 0; i < 64 && run_deferred(r); i++)
+	if (poll_cq)
 		drain_cq(r);
+	for (int i = 0; i < 64 && run_deferred(r); i++)
+		;
 }
 
 static void tick(struct rb_reactor *r)
@@ -160,6 +163,7 @@ static void on_cq(struct rb_poll *p, uint32_t events)
 	int ret;
 
 	/* get event -> re-arm -> drain (the drain happens in settle()) */
+	r->cq_fired = true;
 	ret = r->ops->cq_arm(r->cq);
 	if (ret < 0)
 		rb_err("reactor %d: %s cq arm: %s", r->id, r->ops->name, strerror(-ret));
@@ -319,7 +323,7 @@ static void *reactor_main(void *arg)
 	/* Anything that completed while the main thread set up. */
 	if (r->cq)
 		r->ops->cq_arm(r->cq);
-	settle(r);
+	settle(r, true);
 	while (!atomic_load(&r->stop)) {
 		/* settle() is bounded: do not sleep on work it left queued. */
 		bool now = rb_spin_polling(&r->spin) || r->defer_head ||
@@ -335,12 +339,13 @@ static void *reactor_main(void *arg)
 		/* Posts made while handling this round go out together at uncork. */
 		if (r->cq)
 			r->ops->cq_cork(r->cq, true);
+		r->cq_fired = false;
 		for (int i = 0; i < n; i++) {
 			struct rb_poll *p = evs[i].data.ptr;
 
 			p->fn(p, evs[i].events);
 		}
-		settle(r);
+		settle(r, now || r->cq_fired);
 		if (r->cq)
 			r->ops->cq_cork(r->cq, false);
 		rb_spin_note(&r->spin, n > 0);
@@ -414,9 +419,9 @@ void ini_reactor_progress(struct rb_reactor *r)
 	if (r->cq)
 		r->ops->cq_arm(r->cq);
 	on_wake(&r->wake_poll, EPOLLIN);
-	settle(r);
+	settle(r, true);
 	tick(r);
-	settle(r);
+	settle(r, true);
 }
 
 int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
