@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -277,6 +278,7 @@ int tcp_conn_attach(struct tcp_conn *c, struct tcp_cq *cq, const struct rb_conn_
 	if (ret)
 		return ret;
 	tcp_sock_opts(c->fd, &c->opts);
+	c->rx.stage = TCP_RX_STAGE_MIN;
 	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
 		return -errno;
 	c->in_epoll = true;
@@ -557,6 +559,16 @@ static void rx_nak(struct tcp_conn *c, uint64_t tag, unsigned int status)
 	tcp_conn_fail(c);
 }
 
+static void rx_stage_adapt(struct tcp_rx *rx, uint32_t payload)
+{
+	if (payload > TCP_RX_SMALL) {
+		rx->small_run = 0;
+		rx->stage = TCP_RX_STAGE_MIN;
+	} else if (rx->small_run < TCP_RX_SMALL_RUN && ++rx->small_run == TCP_RX_SMALL_RUN) {
+		rx->stage = TCP_RX_STAGE_MAX;
+	}
+}
+
 static void rx_header(struct tcp_conn *c, const struct tcp_hdr *h)
 {
 	uint32_t len = le32toh(h->length), rkey = le32toh(h->rkey);
@@ -583,6 +595,7 @@ static void rx_header(struct tcp_conn *c, const struct tcp_hdr *h)
 		return;
 	}
 	c->rx.lazy = flags & TCP_F_LAZY;
+	rx_stage_adapt(&c->rx, h->type == F_READ_REQ ? 0 : len);
 	switch (h->type) {
 	case F_SEND: rx_send(c, tag, len); break;
 	case F_WRITE: rx_write(c, tag, addr, rkey, len); break;
@@ -622,14 +635,14 @@ static int rx_read_data(struct tcp_conn *c, bool *drained)
 	struct iovec v[RB_MAX_SGE + 1];
 	int cnt = 0, r;
 	ssize_t n;
-	size_t used, want = TCP_RX_STAGE;
+	size_t used, want = rx->stage;
 
 	for (int i = rx->iovidx; i < rx->iovcnt; i++) {
 		v[cnt] = rx->iov[i];
 		want += v[cnt++].iov_len;
 	}
 	v[cnt].iov_base = rx->buf;
-	v[cnt++].iov_len = TCP_RX_STAGE;
+	v[cnt++].iov_len = rx->stage;
 	n = readv(c->fd, v, cnt);
 	r = rx_result(c, n);
 	if (r <= 0)
@@ -689,10 +702,11 @@ static void rx_progress(struct tcp_conn *c)
 			}
 			if (drained || !budget--)
 				return;
-			n = read(c->fd, rx->buf + rx->tail, TCP_RX_STAGE - rx->tail);
+			assert(rx->tail < rx->stage);
+			n = read(c->fd, rx->buf + rx->tail, rx->stage - rx->tail);
 			if (rx_result(c, n) <= 0)
 				return;
-			drained = (size_t)n < TCP_RX_STAGE - rx->tail;
+			drained = (size_t)n < rx->stage - rx->tail;
 			rx->tail += (uint32_t)n;
 		}
 	}

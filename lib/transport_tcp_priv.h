@@ -18,7 +18,18 @@
 
 #define TCP_HDR_SIZE 32
 #define TCP_HELLO_MAGIC 0x5242544350000001ull /* "RBTCP", framing version 1 */
-#define TCP_RX_STAGE 512 /* header staging buffer per connection */
+/*
+ * Headers are read through a per-connection staging buffer; payload bytes
+ * that land there are copied out, the rest is read in place.  A connection
+ * that receives only small frames (commands, responses: no data) stages up
+ * to TCP_RX_STAGE_MAX bytes per read, so one read picks up a whole batch of
+ * them; any frame with a real payload drops it back to TCP_RX_STAGE_MIN,
+ * which bounds what is copied of data frames.
+ */
+#define TCP_RX_STAGE_MIN 512
+#define TCP_RX_STAGE_MAX 4096
+#define TCP_RX_SMALL 256 /* payload bytes of a "small" frame */
+#define TCP_RX_SMALL_RUN 8 /* small frames in a row that grow the stage */
 #define TCP_MAX_MSG (1u << 31) /* like a typical RDMA max_msg_sz */
 /* Private data limits of RDMA CM over IB (connect/accept/reject). */
 #define TCP_PRIV_CONNECT_MAX 56
@@ -136,7 +147,9 @@ struct tcp_rx {
 	uint64_t left;
 	struct tcp_wr *wr; /* RECV or READ being filled, NULL for WRITE */
 	struct iovec iov[RB_MAX_SGE];
-	uint8_t buf[TCP_RX_STAGE];
+	uint32_t stage; /* bytes staged per read: TCP_RX_STAGE_MIN or _MAX */
+	uint32_t small_run; /* small frames in a row, up to TCP_RX_SMALL_RUN */
+	uint8_t buf[TCP_RX_STAGE_MAX];
 };
 
 struct tcp_conn {
