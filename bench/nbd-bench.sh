@@ -114,6 +114,10 @@ JOBS=(
 run_fio() { # run_fio PEER rw bs qd -> "iops bw_MiBs lat_us"
 	local peer=$1 rw=$2 bs=$3 qd=$4 exp=""
 	case $peer in a | ap) exp=bench ;; esac
+	# Every peer starts with the whole file cached: hosts that reclaim cold
+	# page cache proactively (DAMON) would otherwise make whichever peer
+	# runs first after a pause read from the disk.
+	cat "$W/disk.img" >/dev/null
 	fio --name=b --ioengine=nbd --uri="nbd+unix:///$exp?socket=$W/$peer.sock" --rw="$rw" \
 		--bs="$bs" --iodepth="$qd" --time_based --runtime="$RUNTIME" --ramp_time=1 \
 		--size="$SIZE" --output-format=json --output="$W/fio.json" >/dev/null 2>&1 ||
