@@ -1,0 +1,115 @@
+#!/bin/bash
+# A/B of two rdmablk builds over tcp loopback: CPU time per I/O of each
+# daemon, and IOPS, for a fixed number of I/Os, the builds taking turns.
+#
+# On a shared 2-core host, throughput swings by 2-3x between runs, so a
+# single bench/nbd-bench.sh run cannot show a 10% change.  CPU seconds per
+# I/O (utime + stime of the target and the initiator, from /proc) move far
+# less with the host's load, and alternating the builds spreads slow load
+# changes over both.  Compare the pairs, not runs of different rounds.
+#
+#   bench/ab-cpu.sh BUILD_A BUILD_B       (configured and built trees)
+#   RW=randread BS=4k QD=32 NIOS=300000 ROUNDS=4 SIZE=1G
+#   BENCH_DIR=/var/tmp                     where the exported file lives
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: $0 BUILD_A BUILD_B" >&2; exit 2; }
+RW=${RW:-randread}
+BS=${BS:-4k}
+QD=${QD:-32}
+NIOS=${NIOS:-300000}
+ROUNDS=${ROUNDS:-4}
+SIZE=${SIZE:-1G}
+builds=()
+for b in "$1" "$2"; do
+	b=$(cd "$b" && pwd)
+	for x in target/rdmablk-target initiator/rdmablk-initiator; do
+		[ -x "$b/$x" ] || { echo "ab-cpu: $b/$x missing (build it first)" >&2; exit 1; }
+	done
+	builds+=("$b")
+done
+for c in fio python3; do
+	command -v $c >/dev/null || { echo "ab-cpu: needs $c (scripts/deps.sh)" >&2; exit 1; }
+done
+
+W=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rdmablk-ab.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+wait_for() { # wait_for SECONDS TEST-ARGS...
+	local end=$(($(date +%s) + $1))
+	shift
+	until test "$@"; do
+		[ "$(date +%s)" -lt "$end" ] || { echo "ab-cpu: timed out waiting for $*" >&2; exit 1; }
+		sleep 0.1
+	done
+}
+cpu_ticks() { # utime + stime of PID, in clock ticks
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+fallocate -l "$SIZE" "$W/disk.img"
+dd if=/dev/urandom of="$W/disk.img" bs=1M count=$(($(stat -c %s "$W/disk.img") >> 20)) \
+	conv=notrunc status=none
+hz=$(getconf CLK_TCK)
+
+# run BUILD -> "iops target_us initiator_us"
+run() {
+	local b=$1 port tp ip t1 i1 t2 i2 iops
+	port=$(free_port)
+	cat >"$W/t.conf" <<CONF
+[target]
+listen = tcp://127.0.0.1:$port
+threads = 1
+log-level = warning
+[export bench]
+path = $W/disk.img
+direct = no
+CONF
+	rm -f "$W/a.sock"
+	"$b/target/rdmablk-target" --config "$W/t.conf" >"$W/t.log" 2>&1 &
+	tp=$!
+	pids+=($tp)
+	sleep 0.5
+	"$b/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
+		--nbd-socket "$W/a.sock" --log-level warning >"$W/i.log" 2>&1 &
+	ip=$!
+	pids+=($ip)
+	wait_for 20 -S "$W/a.sock"
+	cat "$W/disk.img" >/dev/null # every run starts with the file cached
+	t1=$(cpu_ticks $tp)
+	i1=$(cpu_ticks $ip)
+	fio --name=ab --ioengine=nbd --uri="nbd+unix:///bench?socket=$W/a.sock" --rw="$RW" \
+		--bs="$BS" --iodepth="$QD" --number_ios="$NIOS" --size="$SIZE" \
+		--output-format=json --output="$W/fio.json" >/dev/null 2>&1 ||
+		{ echo "ab-cpu: fio failed against $b" >&2; cat "$W/fio.json" >&2; exit 1; }
+	t2=$(cpu_ticks $tp)
+	i2=$(cpu_ticks $ip)
+	kill $ip $tp
+	wait $ip $tp 2>/dev/null || true
+	python3 - "$W/fio.json" "$NIOS" "$hz" $((t2 - t1)) $((i2 - i1)) <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+d = j["read"] if j["read"]["io_bytes"] else j["write"]
+n, hz, t, i = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+print("%.0f %.2f %.2f" % (d["iops"], t * 1e6 / hz / n, i * 1e6 / hz / n))
+PY
+}
+
+echo "# A = ${builds[0]}"
+echo "# B = ${builds[1]}"
+echo "# $RW $BS QD$QD, $NIOS I/Os per run, $ROUNDS rounds; CPU = utime + stime per I/O"
+printf '%-6s %10s %10s %12s %12s %12s %12s\n' round "A IOPS" "B IOPS" "A tgt us" "B tgt us" \
+	"A ini us" "B ini us"
+for r in $(seq 1 "$ROUNDS"); do
+	read -r ai at ain <<<"$(run "${builds[0]}")"
+	read -r bi bt bin <<<"$(run "${builds[1]}")"
+	printf '%-6s %10s %10s %12s %12s %12s %12s\n' "$r" "$ai" "$bi" "$at" "$bt" "$ain" "$bin"
+done
