@@ -12,6 +12,7 @@
 #   RW=randread BS=4k QD=32 NIOS=300000 ROUNDS=4 SIZE=1G
 #   BENCH_DIR=/var/tmp                     where the exported file lives
 set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -eq 2 ] || { echo "usage: $0 BUILD_A BUILD_B" >&2; exit 2; }
 RW=${RW:-randread}
 BS=${BS:-4k}
@@ -27,37 +28,15 @@ for b in "$1" "$2"; do
 	done
 	builds+=("$b")
 done
-for c in fio python3; do
-	command -v $c >/dev/null || { echo "ab-cpu: needs $c (scripts/deps.sh)" >&2; exit 1; }
-done
+BENCH_NAME=ab-cpu
+. "$src/bench/host-lib.sh"
+bench_need fio python3
 
-W=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rdmablk-ab.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$W"
-}
-trap cleanup EXIT
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_for() { # wait_for SECONDS TEST-ARGS...
-	local end=$(($(date +%s) + $1))
-	shift
-	until test "$@"; do
-		[ "$(date +%s)" -lt "$end" ] || { echo "ab-cpu: timed out waiting for $*" >&2; exit 1; }
-		sleep 0.1
-	done
-}
 cpu_ticks() { # utime + stime of PID, in clock ticks
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
 }
 
-fallocate -l "$SIZE" "$W/disk.img"
-dd if=/dev/urandom of="$W/disk.img" bs=1M count=$(($(stat -c %s "$W/disk.img") >> 20)) \
-	conv=notrunc status=none
+bench_setup
 hz=$(getconf CLK_TCK)
 
 # run BUILD -> "iops target_us initiator_us"

@@ -27,35 +27,10 @@ build=$(cd "$build" && pwd)
 RUNTIME=${RUNTIME:-10}
 SIZE=${SIZE:-1G}
 POLL_US=${POLL_US:-50}
-for c in fio nbdkit python3; do
-	command -v $c >/dev/null || { echo "bench: needs $c (scripts/deps.sh)" >&2; exit 1; }
-done
-
-W=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rdmablk-bench.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$W"
-}
-trap cleanup EXIT
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_for() { # wait_for SECONDS TEST-ARGS...
-	local end=$(($(date +%s) + $1))
-	shift
-	until test "$@"; do
-		[ "$(date +%s)" -lt "$end" ] || { echo "bench: timed out waiting for $*" >&2; exit 1; }
-		sleep 0.1
-	done
-}
-
-# A fully written file: reads must return real data, not holes.
-fallocate -l "$SIZE" "$W/disk.img"
-dd if=/dev/urandom of="$W/disk.img" bs=1M count=$(($(stat -c %s "$W/disk.img") >> 20)) \
-	conv=notrunc status=none
+BENCH_NAME=bench
+. "$src/bench/host-lib.sh"
+bench_need fio nbdkit python3
+bench_setup
 
 # start_rdmablk NAME POLL_US: target + initiator serving $W/NAME.sock
 start_rdmablk() {

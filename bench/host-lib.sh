@@ -1,0 +1,41 @@
+# Shared by the host benchmarks (nbd-bench.sh, ab-cpu.sh); sourced, not run.
+# The caller sets BENCH_NAME (for messages) and, for bench_setup, SIZE.
+
+bench_need() { # bench_need CMD...: exit with a message unless all exist
+	for c in "$@"; do
+		command -v "$c" >/dev/null ||
+			{ echo "$BENCH_NAME: needs $c (scripts/deps.sh)" >&2; exit 1; }
+	done
+}
+
+# A work directory under BENCH_DIR (default /var/tmp), removed at exit with
+# every daemon whose pid is in pids[], and a fully written SIZE file
+# $W/disk.img in it: reads must return real data, not holes.
+bench_setup() {
+	W=$(mktemp -d "${BENCH_DIR:-/var/tmp}/rdmablk-$BENCH_NAME.XXXXXX")
+	pids=()
+	trap bench_cleanup EXIT
+	fallocate -l "$SIZE" "$W/disk.img"
+	dd if=/dev/urandom of="$W/disk.img" bs=1M count=$(($(stat -c %s "$W/disk.img") >> 20)) \
+		conv=notrunc status=none
+}
+
+bench_cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$W"
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_for() { # wait_for SECONDS TEST-ARGS...
+	local end=$(($(date +%s) + $1))
+	shift
+	until test "$@"; do
+		[ "$(date +%s)" -lt "$end" ] ||
+			{ echo "$BENCH_NAME: timed out waiting for $*" >&2; exit 1; }
+		sleep 0.1
+	done
+}
