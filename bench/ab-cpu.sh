@@ -11,6 +11,7 @@
 #   bench/ab-cpu.sh BUILD_A BUILD_B       (configured and built trees)
 #   RW=randread BS=4k QD=32 NIOS=300000 ROUNDS=4 SIZE=1G
 #   BENCH_DIR=/var/tmp                     where the exported file lives
+#   TARGET_CONF=, EXPORT_CONF=, INITIATOR_OPTS=   as for nbd-bench.sh
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -eq 2 ] || { echo "usage: $0 BUILD_A BUILD_B" >&2; exit 2; }
@@ -39,33 +40,18 @@ cpu_ticks() { # utime + stime of PID, in clock ticks
 bench_setup
 hz=$(getconf CLK_TCK)
 
-# run BUILD -> "iops target_us initiator_us"
+# run BUILD NAME: "iops target_us initiator_us" into $W/result.  Not in a
+# subshell, so pids[] and a failure reach the cleanup trap.
 run() {
-	local b=$1 port tp ip t1 i1 t2 i2 iops
-	port=$(free_port)
-	cat >"$W/t.conf" <<CONF
-[target]
-listen = tcp://127.0.0.1:$port
-threads = 1
-log-level = warning
-[export bench]
-path = $W/disk.img
-direct = no
-CONF
-	rm -f "$W/a.sock"
-	"$b/target/rdmablk-target" --config "$W/t.conf" >"$W/t.log" 2>&1 &
-	tp=$!
-	pids+=($tp)
-	sleep 0.5
-	"$b/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
-		--nbd-socket "$W/a.sock" --log-level warning >"$W/i.log" 2>&1 &
-	ip=$!
-	pids+=($ip)
-	wait_for 20 -S "$W/a.sock"
+	local b=$1 name=$2 tp ip t1 i1 t2 i2
+
+	start_rdmablk "$b" "$name" 0
+	tp=${pids[-2]}
+	ip=${pids[-1]}
 	cat "$W/disk.img" >/dev/null # every run starts with the file cached
 	t1=$(cpu_ticks $tp)
 	i1=$(cpu_ticks $ip)
-	fio --name=ab --ioengine=nbd --uri="nbd+unix:///bench?socket=$W/a.sock" --rw="$RW" \
+	fio --name=ab --ioengine=nbd --uri="nbd+unix:///bench?socket=$W/$name.sock" --rw="$RW" \
 		--bs="$BS" --iodepth="$QD" --number_ios="$NIOS" --size="$SIZE" \
 		--output-format=json --output="$W/fio.json" >/dev/null 2>&1 ||
 		{ echo "ab-cpu: fio failed against $b" >&2; cat "$W/fio.json" >&2; exit 1; }
@@ -73,7 +59,7 @@ CONF
 	i2=$(cpu_ticks $ip)
 	kill $ip $tp
 	wait $ip $tp 2>/dev/null || true
-	python3 - "$W/fio.json" "$NIOS" "$hz" $((t2 - t1)) $((i2 - i1)) <<'PY'
+	python3 - "$W/fio.json" "$NIOS" "$hz" $((t2 - t1)) $((i2 - i1)) >"$W/result" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 d = j["read"] if j["read"]["io_bytes"] else j["write"]
@@ -88,7 +74,9 @@ echo "# $RW $BS QD$QD, $NIOS I/Os per run, $ROUNDS rounds; CPU = utime + stime p
 printf '%-6s %10s %10s %12s %12s %12s %12s\n' round "A IOPS" "B IOPS" "A tgt us" "B tgt us" \
 	"A ini us" "B ini us"
 for r in $(seq 1 "$ROUNDS"); do
-	read -r ai at ain <<<"$(run "${builds[0]}")"
-	read -r bi bt bin <<<"$(run "${builds[1]}")"
+	run "${builds[0]}" "a$r"
+	read -r ai at ain <"$W/result"
+	run "${builds[1]}" "b$r"
+	read -r bi bt bin <"$W/result"
 	printf '%-6s %10s %10s %12s %12s %12s %12s\n' "$r" "$ai" "$bi" "$at" "$bt" "$ain" "$bin"
 done

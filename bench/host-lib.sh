@@ -1,5 +1,7 @@
 # Shared by the host benchmarks (nbd-bench.sh, ab-cpu.sh); sourced, not run.
 # The caller sets BENCH_NAME (for messages) and, for bench_setup, SIZE.
+# TARGET_CONF, EXPORT_CONF and INITIATOR_OPTS add [target] / [export] lines
+# and initiator flags to every rdmablk pair start_rdmablk starts.
 
 bench_need() { # bench_need CMD...: exit with a message unless all exist
 	for c in "$@"; do
@@ -38,4 +40,32 @@ wait_for() { # wait_for SECONDS TEST-ARGS...
 			{ echo "$BENCH_NAME: timed out waiting for $*" >&2; exit 1; }
 		sleep 0.1
 	done
+}
+
+# start_rdmablk BUILD NAME POLL_US: target + initiator of BUILD over tcp
+# loopback, exporting $W/disk.img as "bench" on the Unix socket $W/NAME.sock;
+# their pids are appended to pids[] (the target's, then the initiator's).
+start_rdmablk() {
+	local b=$1 name=$2 poll=$3 port
+	port=$(free_port)
+	cat >"$W/$name-target.conf" <<CONF
+[target]
+listen = tcp://127.0.0.1:$port
+threads = 1
+log-level = warning
+poll-us = $poll
+${TARGET_CONF:-}
+[export bench]
+path = $W/disk.img
+direct = no
+${EXPORT_CONF:-}
+CONF
+	"$b/target/rdmablk-target" --config "$W/$name-target.conf" >"$W/$name-target.log" 2>&1 &
+	pids+=($!)
+	sleep 0.5
+	"$b/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
+		--poll-us "$poll" --nbd-socket "$W/$name.sock" --log-level warning \
+		${INITIATOR_OPTS:-} >"$W/$name-initiator.log" 2>&1 &
+	pids+=($!)
+	wait_for 20 -S "$W/$name.sock"
 }

@@ -32,36 +32,10 @@ BENCH_NAME=bench
 bench_need fio nbdkit python3
 bench_setup
 
-# start_rdmablk NAME POLL_US: target + initiator serving $W/NAME.sock
-start_rdmablk() {
-	local name=$1 poll=$2 port
-	port=$(free_port)
-	cat >"$W/$name-target.conf" <<CONF
-[target]
-listen = tcp://127.0.0.1:$port
-threads = 1
-log-level = warning
-poll-us = $poll
-${TARGET_CONF:-}
-[export bench]
-path = $W/disk.img
-direct = no
-${EXPORT_CONF:-}
-CONF
-	"$build/target/rdmablk-target" --config "$W/$name-target.conf" >"$W/$name-target.log" 2>&1 &
-	pids+=($!)
-	sleep 0.5
-	"$build/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
-		--poll-us "$poll" --nbd-socket "$W/$name.sock" --log-level warning \
-		${INITIATOR_OPTS:-} >"$W/$name-initiator.log" 2>&1 &
-	pids+=($!)
-	wait_for 20 -S "$W/$name.sock"
-}
-
 peers=(a)
-start_rdmablk a 0
+start_rdmablk "$build" a 0
 if [ "$POLL_US" != 0 ]; then
-	start_rdmablk ap "$POLL_US"
+	start_rdmablk "$build" ap "$POLL_US"
 	peers+=(ap)
 fi
 # (b) nbdkit nbd plugin -> TCP -> nbdkit file plugin
