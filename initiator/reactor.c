@@ -143,8 +143,9 @@ static void settle(struct rb_reactor *r, bool poll_cq)
 	run_deferred(r);
 	if (poll_cq)
 		drain_cq(r);
-	for (int i = 0; i < 64 && run_deferred(r); i++)
-		;
+	for (int i = 0; i < 64; i++)
+		if (!run_deferred(r))
+			break;
 }
 
 static void tick(struct rb_reactor *r)
