@@ -5,10 +5,13 @@
  * cq_fd is an epoll set holding three fds: the CQ's completion channel, an
  * rdma_cm event channel that the cm_ids of all connections on this CQ are
  * migrated to, and an eventfd that is readable while software completions
- * wait.  cq_arm, which the engine calls whenever cq_fd was readable, asks
- * that set which of them fired and consumes just those: the completion
- * event (acked, and the CQ re-armed at once, so a completion that lands
- * after the next poll still wakes the caller) and CM events.  cq_poll only
+ * wait.  cq_arm, which the engine calls whenever cq_fd was readable,
+ * consumes the completion event (acked, and the CQ re-armed at once, so a
+ * completion that lands after the next poll still wakes the caller) and
+ * then CM events, but those only when there was no completion event or
+ * every RD_CM_EVERY wakeups: asking the set which fd fired would cost a
+ * system call per wakeup, and a queued CM event keeps the set readable,
+ * so it is never lost, only delayed by a few wakeups.  cq_poll only
  * polls the CQ and the software list: no system call when the provider
  * polls in user space.  Nothing blocks, nothing spins.  A CQ and its
  * connections are used by one thread at a time (the reactor that owns
@@ -368,8 +371,9 @@ int rd_cq_fd(struct rb_cq *cq)
 	return to_rcq(cq)->epfd;
 }
 
-/* Consume the completion event (one CQ per channel: at most one per arm). */
-static void comp_event(struct rd_cq *cq)
+/* Consume the completion event (one CQ per channel: at most one per arm).
+ * Returns whether there was one. */
+static bool comp_event(struct rd_cq *cq)
 {
 	struct ibv_cq *ecq;
 	void *ctx;
@@ -377,9 +381,11 @@ static void comp_event(struct rd_cq *cq)
 	if (ibv_get_cq_event(cq->ch, &ecq, &ctx) == 0) {
 		ibv_ack_cq_events(cq->cq, 1);
 		cq->armed = false;
-	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-		rb_err("rdma %s: completion channel: %s", cq->dom->name, strerror(errno));
+		return true;
 	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		rb_err("rdma %s: completion channel: %s", cq->dom->name, strerror(errno));
+	return false;
 }
 
 static void cm_events(struct rd_cq *cq)
@@ -412,30 +418,23 @@ static int req_notify(struct rd_cq *cq, bool solicited_only)
 	return 0;
 }
 
-/* get event -> re-arm (the drain is the caller's cq_poll). */
+/* get event -> re-arm (the drain is the caller's cq_poll); CM events when
+ * no completion event woke us, or every RD_CM_EVERY wakeups. */
 int rd_cq_arm(struct rb_cq *rcq)
 {
 	struct rd_cq *cq = to_rcq(rcq);
-	struct epoll_event ev[3];
-	bool comp = false, cm = false;
-	int n, ret;
+	bool comp = comp_event(cq);
+	int ret;
 
-	n = epoll_wait(cq->epfd, ev, 3, 0);
-	if (n < 0)
-		comp = cm = true; /* cannot tell: look at both */
-	for (int i = 0; i < n; i++) {
-		comp |= ev[i].data.fd == cq->ch->fd;
-		cm |= ev[i].data.fd == cq->cm_ch->fd;
-	}
-	if (comp)
-		comp_event(cq);
 	if (!cq->armed) {
 		ret = req_notify(cq, !need_all(cq));
 		if (ret)
 			return ret;
 	}
-	if (cm)
+	if (!comp || ++cq->cm_skipped >= RD_CM_EVERY) {
+		cq->cm_skipped = 0;
 		cm_events(cq);
+	}
 	return 0;
 }
 

@@ -35,6 +35,8 @@
 #define RD_DEFAULT_RETRY 7
 #define RD_DEFAULT_RNR_RETRY 7 /* 7 = retry forever: RNR means "slow", not "dead" */
 #define RD_POLL_BATCH 32
+/* cq_arm reads the CM channel at least once per this many wakeups. */
+#define RD_CM_EVERY 32
 #define RD_LISTEN_BACKLOG 128
 
 /* wr_id = cqe pointer | opcode: flushed completions carry no valid opcode. */
@@ -80,6 +82,7 @@ struct rd_cq {
 	int efd; /* readable while software completions wait */
 	bool efd_set;
 	bool armed; /* notification requested, its event not yet consumed */
+	uint32_t cm_skipped; /* wakeups since the CM channel was last read */
 	bool armed_sol; /* ... for solicited completions only */
 	bool quiet; /* cq_prepare_wait: own SEND/WRITE completions need not wake */
 	uint32_t reads_out; /* RDMA READs posted and not yet polled */

@@ -3,7 +3,8 @@
  * Transport flow over loopback: an engine-like echo that reposts from its
  * completion handlers, both directions at once, corked posts, a peer
  * process that exits without disconnecting, a SEND that waits for its
- * receive (tcp), the ACKs a corked round spares (tcp), quiet waits, and
+ * receive (tcp), the ACKs a corked round spares (tcp), quiet waits, a
+ * disconnect seen while another connection keeps its CQ busy, and
  * the listener against silent, slow and garbage peers (tcp).  Same transport and
  * address selection as test-tcp-transport.
  */
@@ -679,6 +680,75 @@ static void test_peer_exit(struct rb_listener *l)
 	buf_free(&b);
 }
 
+/*
+ * A CM event reaches a CQ's owner while completion events keep coming: the
+ * rdma cq_arm reads the CM channel only when no completion event woke it,
+ * or once every so many wakeups.  Two connections share one passive CQ;
+ * every round a message lands on the first (so each cq_arm finds a
+ * completion event) while the second one's peer has disconnected.
+ */
+static void test_cm_under_load(struct rb_listener *l)
+{
+	enum { ROUNDS = 400, SZ = 64 };
+	struct pair p1 = { 0 }, p2 = { 0 };
+	struct buf sb = { 0 }, rb1 = { 0 }, rb2 = { 0 };
+	struct twr snd, rcv, gone;
+	struct rb_sge s;
+	int rc = 0, round, lost = 0;
+
+	if (pair_open(l, &p1) || pair_open_on(l, &p2, p1.p.cq)) {
+		ok(0, "cm under load: two connections on one passive CQ");
+		goto out;
+	}
+	rc |= buf_reg(p1.a.d, &sb, SZ, 0);
+	rc |= buf_reg(p1.p.d, &rb1, SZ, 0);
+	rc |= buf_reg(p2.p.d, &rb2, SZ, 0);
+	twr_init(&gone, 1);
+	s = sge(&rb2, 0, SZ);
+	rc |= T->post_recv(p2.p.c, &gone.cqe, &s, 1);
+	is_int(rc, 0, "cm under load: setup");
+	/* A few rounds first, so the passive CQ is armed when the CM event
+	 * comes and every cq_arm after it finds a completion event. */
+	for (round = -4; round < ROUNDS && !gone.done && !rc; round++) {
+		uint64_t end = now_ms() + WAIT_MS;
+		struct pollfd pf = { .fd = T->cq_fd(p1.a.cq), .events = POLLIN };
+
+		if (round == 0)
+			T->disconnect(p2.a.c);
+		twr_init(&snd, 1);
+		twr_init(&rcv, 1);
+		s = sge(&rb1, 0, SZ);
+		rc |= T->post_recv(p1.p.c, &rcv.cqe, &s, 1);
+		s = sge(&sb, 0, SZ);
+		rc |= T->post_send(p1.a.c, &snd.cqe, &s, 1);
+		/* Over rdma the SEND completes once the message is in the passive
+		 * CQ, so the cq_arm below finds its event; tcp acks only what the
+		 * passive side has read. */
+		while (!rc && !snd.done && now_ms() < end) {
+			drain(p1.a.cq);
+			if (is_tcp)
+				drain(p1.p.cq);
+			if (!snd.done)
+				poll(&pf, 1, 20);
+		}
+		while (!rc && !rcv.done && now_ms() < end)
+			drain(p1.p.cq);
+		lost += !snd.done || !rcv.done;
+		if (lost)
+			break;
+	}
+	is_int(lost, 0, "cm under load: every round's message arrived");
+	ok(round > 0 && gone.done && gone.wc.status == RB_WC_FLUSH_ERR,
+	   "cm under load: the peer's disconnect is seen while messages keep coming (round %d)",
+	   round);
+out:
+	pair_close(&p2, NULL, 0);
+	pair_close(&p1, NULL, 0);
+	buf_free(&sb);
+	buf_free(&rb1);
+	buf_free(&rb2);
+}
+
 /* ---- tcp only: listener robustness ------------------------------------------ */
 
 static int raw_connect(void)
@@ -831,6 +901,7 @@ int main(int argc, char **argv)
 	test_cork(l);
 	test_quiet(l);
 	test_peer_exit(l);
+	test_cm_under_load(l);
 	if (is_tcp) {
 		test_rnr_wait(l);
 		test_ack_in_round(l);

@@ -195,9 +195,10 @@ struct rb_conn *get_request(struct rb_listener *l, const void **priv, size_t *pl
 
 /* Connect a pair; accept (reject_data == NULL) or reject.  Returns
  * connect()'s result; args keeps what came back. */
-int pair_open_ex(struct rb_listener *l, struct pair *pp, struct conn_args *a, const void *priv,
-		 size_t plen, const void *acc, size_t acclen, const void *rej, size_t rejlen,
-		 void *got_priv, size_t *got_plen)
+/* pcq: accept onto this CQ instead of a new one (pp->p.cq stays NULL). */
+static int open_pair(struct rb_listener *l, struct pair *pp, struct conn_args *a, const void *priv,
+		     size_t plen, const void *acc, size_t acclen, const void *rej, size_t rejlen,
+		     void *got_priv, size_t *got_plen, struct rb_cq *pcq)
 {
 	pthread_t th;
 	struct rb_conn *req;
@@ -223,8 +224,8 @@ int pair_open_ex(struct rb_listener *l, struct pair *pp, struct conn_args *a, co
 		} else {
 			pp->p.c = req;
 			pp->p.d = T->conn_domain(req);
-			if (T->cq_create(pp->p.d, 1024, &pp->p.cq) ||
-			    T->accept(req, pp->p.cq, &caps, acc, acclen)) {
+			if ((!pcq && T->cq_create(pp->p.d, 1024, &pp->p.cq)) ||
+			    T->accept(req, pcq ? pcq : pp->p.cq, &caps, acc, acclen)) {
 				T->reject(req, NULL, 0);
 				pp->p.c = NULL;
 			}
@@ -233,6 +234,21 @@ int pair_open_ex(struct rb_listener *l, struct pair *pp, struct conn_args *a, co
 	pthread_join(th, NULL);
 	pp->a = a->s;
 	return a->ret;
+}
+
+int pair_open_ex(struct rb_listener *l, struct pair *pp, struct conn_args *a, const void *priv,
+		 size_t plen, const void *acc, size_t acclen, const void *rej, size_t rejlen,
+		 void *got_priv, size_t *got_plen)
+{
+	return open_pair(l, pp, a, priv, plen, acc, acclen, rej, rejlen, got_priv, got_plen, NULL);
+}
+
+int pair_open_on(struct rb_listener *l, struct pair *pp, struct rb_cq *cq)
+{
+	struct conn_args a;
+	int ret = open_pair(l, pp, &a, "x", 1, NULL, 0, NULL, 0, NULL, NULL, cq);
+
+	return ret ? ret : (pp->p.c ? 0 : -EIO);
 }
 
 int pair_open(struct rb_listener *l, struct pair *pp)

@@ -81,6 +81,9 @@ int pair_open_ex(struct rb_listener *l, struct pair *pp, struct conn_args *a, co
 		 size_t plen, const void *acc, size_t acclen, const void *rej, size_t rejlen,
 		 void *got_priv, size_t *got_plen);
 int pair_open(struct rb_listener *l, struct pair *pp);
+/* pair_open with the passive side accepted onto cq, which it shares with
+ * another connection; pp->p.cq stays NULL (pair_close leaves cq alone). */
+int pair_open_on(struct rb_listener *l, struct pair *pp, struct rb_cq *cq);
 void side_close(struct side *s);
 /* Disconnect both, wait for t[0..n) to complete, free everything. */
 void pair_close(struct pair *pp, struct twr *t, int n);
