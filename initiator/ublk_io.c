@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -295,11 +294,7 @@ static void on_ring(struct rb_poll *p, uint32_t events)
 	struct ublk_queue *uq = rb_container_of(p, struct ublk_queue, poll);
 	struct io_uring_cqe *cqe;
 	unsigned int head, n = 0;
-	uint64_t v;
 
-	if (read(uq->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		rb_err("%s: ublk queue %u: eventfd read: %s", uq->d->bdev, uq->qid,
-		       strerror(errno));
 	if (!uq->ring_ok)
 		return;
 	io_uring_for_each_cqe(&uq->ring, head, cqe)
@@ -324,21 +319,13 @@ void ublk_queue_start_task(struct rb_task *task)
 	if (ret)
 		goto out_fail;
 	uq->ring_ok = true;
-	what = "eventfd";
-	uq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (uq->efd < 0) {
-		ret = -errno;
-		goto out_fail;
-	}
-	what = "io_uring_register_eventfd";
-	ret = io_uring_register_eventfd(&uq->ring, uq->efd);
+	/* The ring fd itself is readable while CQEs wait: no eventfd to read
+	 * on every wakeup. */
+	what = "watch the ring";
+	ret = rb_reactor_add(uq->r, uq->ring.ring_fd, EPOLLIN, &uq->poll);
 	if (ret)
 		goto out_fail;
-	what = "watch the eventfd";
-	ret = rb_reactor_add(uq->r, uq->efd, EPOLLIN, &uq->poll);
-	if (ret)
-		goto out_fail;
-	uq->efd_added = true;
+	uq->ring_watched = true;
 
 	what = "take the queue's slots";
 	slots = calloc(uq->depth, sizeof(*slots));
@@ -385,17 +372,14 @@ void ublk_queue_stop_task(struct rb_task *task)
 	struct ublk_queue *uq = rb_container_of(task, struct ublk_queue, stop_task);
 
 	uq->stopped = true;
-	if (uq->efd_added)
-		rb_reactor_del(uq->r, uq->efd);
-	uq->efd_added = false;
+	if (uq->ring_watched)
+		rb_reactor_del(uq->r, uq->ring.ring_fd);
+	uq->ring_watched = false;
 	/* The ring goes first: with it the driver's last hold on our buffers
 	 * (it copies only in this thread's context, on this ring's commands). */
 	if (uq->ring_ok)
 		io_uring_queue_exit(&uq->ring);
 	uq->ring_ok = false;
-	if (uq->efd >= 0)
-		close(uq->efd);
-	uq->efd = -1;
 	for (uint32_t i = 0; i < uq->depth; i++) {
 		struct ublk_tag *t = &uq->tags[i];
 
@@ -435,7 +419,6 @@ int ublk_queue_alloc(struct ublk_dev *d, unsigned int qid, struct rb_queue *q, u
 	uq->qid = (uint16_t)qid;
 	uq->depth = depth;
 	uq->buf_size = buf_size;
-	uq->efd = -1;
 	uq->poll.fn = on_ring;
 	uq->submit_task.fn = submit_task;
 	uq->start_task.fn = ublk_queue_start_task;

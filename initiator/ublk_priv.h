@@ -54,8 +54,7 @@ struct ublk_queue {
 	/* reactor thread only */
 	struct io_uring ring;
 	bool ring_ok;
-	int efd; /* the ring's CQ eventfd, watched by the reactor */
-	bool efd_added;
+	bool ring_watched; /* ring fd in the reactor's epoll set */
 	struct rb_poll poll;
 	struct rb_task submit_task; /* io_uring_submit after a batch */
 	unsigned int nr_cmds; /* URING_CMDs with the driver */
