@@ -12,7 +12,12 @@
 # choice for rdmablk: it has no non-blocking reads, so io_uring hands every
 # request to a worker thread (BENCH_DIR=/dev/shm shows that).
 # Prints one line per job: IOPS or bandwidth and mean latency per peer, and
-# the ratios a/b, a/c, ap/b, ap/c.
+# the ratios a/b, a/c, ap/b, ap/c.  Under it, CPU time per I/O of each peer
+# (its daemons plus fio, from /proc; I/Os counted as IOPS x (ramp + run
+# time)) and how much of the host's CPU time was stolen (by the hypervisor)
+# or idle during that peer's run: on a shared host the ratios swing with
+# steal, CPU per I/O much less.  That line's ratios are the other peer's CPU
+# per I/O over a's (ap's): above 1, rdmablk needs less CPU for each I/O.
 #   bench/nbd-bench.sh [BUILD_DIR]      (default: build)
 #   RUNTIME=10 SIZE=1G                   per-job seconds, file size
 #   POLL_US=50                           poll-us for ap; 0 leaves ap out
@@ -32,10 +37,13 @@ BENCH_NAME=bench
 bench_need fio nbdkit python3
 bench_setup
 
+declare -A ppids # peer -> pids of its daemons
 peers=(a)
 start_rdmablk "$build" a 0
+ppids[a]="${pids[-2]} ${pids[-1]}"
 if [ "$POLL_US" != 0 ]; then
 	start_rdmablk "$build" ap "$POLL_US"
+	ppids[ap]="${pids[-2]} ${pids[-1]}"
 	peers+=(ap)
 fi
 # (b) nbdkit nbd plugin -> TCP -> nbdkit file plugin
@@ -45,9 +53,11 @@ pids+=($!)
 sleep 0.5
 nbdkit --exit-with-parent -f -U "$W/b.sock" nbd hostname=127.0.0.1 port="$bport" &
 pids+=($!)
+ppids[b]="${pids[-2]} ${pids[-1]}"
 # (c) nbdkit file plugin directly
 nbdkit --exit-with-parent -f -U "$W/c.sock" file "$W/disk.img" &
 pids+=($!)
+ppids[c]=${pids[-1]}
 wait_for 20 -S "$W/b.sock"
 wait_for 20 -S "$W/c.sock"
 peers+=(b c)
@@ -60,22 +70,39 @@ JOBS=(
 	"4k-randread-qd1 randread 4k 1"
 )
 
-run_fio() { # run_fio PEER rw bs qd -> "iops bw_MiBs lat_us"
+run_fio() { # run_fio PEER rw bs qd -> "iops bw_MiBs lat_us cpu_us_per_io steal% idle%"
 	local peer=$1 rw=$2 bs=$3 qd=$4 exp=""
 	case $peer in a | ap) exp=bench ;; esac
 	# Every peer starts with the whole file cached: hosts that reclaim cold
 	# page cache proactively (DAMON) would otherwise make whichever peer
 	# runs first after a pause read from the disk.
 	cat "$W/disk.img" >/dev/null
-	fio --name=b --ioengine=nbd --uri="nbd+unix:///$exp?socket=$W/$peer.sock" --rw="$rw" \
-		--bs="$bs" --iodepth="$qd" --time_based --runtime="$RUNTIME" --ramp_time=1 \
-		--size="$SIZE" --output-format=json --output="$W/fio.json" >/dev/null 2>&1 ||
-		{ echo "bench: fio failed against $peer" >&2; cat "$W/fio.json" >&2; exit 1; }
-	python3 - "$W/fio.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]
+	python3 - "$W/fio.json" "$RUNTIME" ${ppids[$peer]} -- fio --name=b --ioengine=nbd \
+		--uri="nbd+unix:///$exp?socket=$W/$peer.sock" --rw="$rw" --bs="$bs" --iodepth="$qd" \
+		--time_based --runtime="$RUNTIME" --ramp_time=1 --size="$SIZE" --output-format=json \
+		--output="$W/fio.json" <<'PY' || { echo "bench: fio failed against $peer" >&2; cat "$W/fio.json" >&2; exit 1; }
+import json, os, resource, subprocess, sys
+out, runtime = sys.argv[1], float(sys.argv[2])
+sep = sys.argv.index("--")
+daemons, cmd = sys.argv[3:sep], sys.argv[sep + 1:]
+hz = os.sysconf("SC_CLK_TCK")
+def ticks():  # utime + stime of the peer's daemons
+    return sum(int(open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[11]) +
+               int(open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[12]) for p in daemons)
+def host():  # /proc/stat: total, idle (+iowait), steal
+    f = list(map(int, open("/proc/stat").readline().split()[1:9]))
+    return sum(f), f[3] + f[4], f[7]
+t0, h0, c0 = ticks(), host(), resource.getrusage(resource.RUSAGE_CHILDREN)
+if subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+    sys.exit(1)
+t1, h1, c1 = ticks(), host(), resource.getrusage(resource.RUSAGE_CHILDREN)
+j = json.load(open(out))["jobs"][0]
 d = j["read"] if j["read"]["io_bytes"] else j["write"]
-print("%.0f %.1f %.1f" % (d["iops"], d["bw"] / 1024.0, d["clat_ns"]["mean"] / 1000.0))
+cpu = (t1 - t0) / hz + (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+ios = d["iops"] * (runtime + 1)
+tot = max(h1[0] - h0[0], 1)
+print("%.0f %.1f %.1f %.1f %.0f %.0f" % (d["iops"], d["bw"] / 1024.0, d["clat_ns"]["mean"] / 1000.0,
+      cpu * 1e6 / ios if ios else 0, 100.0 * (h1[2] - h0[2]) / tot, 100.0 * (h1[1] - h0[1]) / tot))
 PY
 }
 
@@ -106,6 +133,8 @@ if first:
           "".join(" %6s" % ("%s/%s" % q) for q in ratios))
 print("%-18s" % name + "".join(" %-20s" % fmt(r[p]) for p in r) +
       "".join(" %6.2f" % (r[a][key] / r[o][key]) for a, o in ratios))
+print("%-18s" % "  cpu/IO steal idle" + "".join(" %-20s" % ("%5.1fus %3.0f%% %3.0f%%" % tuple(r[p][3:6])) for p in r) +
+      "".join(" %6.2f" % (r[o][3] / r[a][3]) for a, o in ratios))
 PY
 	first=0
 done
