@@ -5,7 +5,8 @@
 # on Soft-RoCE: the target listens on rdma://$TGT_ADDR (rxe0) and the
 # initiator connects through rxe1, so every command and every RDMA READ and
 # WRITE crosses the veth.  Integrity (nbdcopy, fio verify), read-only,
-# ACL, malformed capsules from a raw host, target killed, SIGTERM.
+# ACL, malformed capsules from a raw host, target killed, SIGTERM, a full
+# file system under a thin export.
 # vm-timeout: 600
 . "$(dirname "$0")/lib.sh"
 
@@ -16,7 +17,7 @@ rcvd0=$(stat "$TGT_DEV" rcvd_pkts)
 
 failed=""
 for t in e2e-basic e2e-nbdcopy e2e-fio-verify e2e-readonly e2e-acl e2e-malformed \
-	e2e-target-killed e2e-sigterm e2e-poll; do
+	e2e-target-killed e2e-sigterm e2e-poll e2e-enospc; do
 	rc=0
 	E2E_TRANSPORT=rdma E2E_ADDR=$TGT_ADDR top_srcdir=$top_srcdir top_builddir=$top_builddir \
 		bash "$top_srcdir/tests/$t.sh" >"$t.out" 2>&1 || rc=$?
