@@ -274,21 +274,21 @@ int tcp_pool_grow(struct tcp_conn *c, unsigned int n);
 void tcp_conn_free_pool(struct tcp_conn *c);
 void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
 void tcp_conn_kick(struct tcp_conn *c);
-void tcp_cq_release_acks(struct tcp_cq *cq);
-void tcp_cq_request_acks(struct tcp_cq *cq);
 uint32_t tcp_next_qpn(void);
 uint64_t tcp_now_ns(void);
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 void tcp_sock_opts(int fd, const struct rb_transport_opts *opts);
 
-/* transport_tcp_io.c: data path */
+/* transport_tcp_io.c: data path, send side */
 int tcp_conn_attach(struct tcp_conn *c, struct tcp_cq *cq, const struct rb_conn_caps *caps);
 void tcp_conn_detach(struct tcp_conn *c);
+void tcp_set_events(struct tcp_conn *c); /* epoll interest from paused/want_out */
+bool tcp_has_unstarted(const struct tcp_conn *c); /* frames not yet begun on the wire */
 void tcp_tx_queue(struct tcp_conn *c, struct tcp_wr *w);
+void tcp_queue_ctrl(struct tcp_conn *c, uint8_t type);
+void tcp_send_nak(struct tcp_conn *c, uint64_t tag, enum rb_wc_status st);
 void tcp_tx_progress(struct tcp_conn *c);
 void tcp_conn_fail(struct tcp_conn *c);
-void tcp_conn_event(struct tcp_conn *c, uint32_t events);
-void tcp_conn_service(struct tcp_conn *c);
 void tcp_disconnect(struct rb_conn *c);
 int tcp_post_recv(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
 int tcp_post_send(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge);
@@ -296,6 +296,12 @@ int tcp_post_read(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg
 		  uint64_t raddr, uint32_t rkey);
 int tcp_post_write(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg, int nsge,
 		   uint64_t raddr, uint32_t rkey);
+
+/* transport_tcp_rx.c: data path, receive side */
+void tcp_conn_event(struct tcp_conn *c, uint32_t events);
+void tcp_conn_service(struct tcp_conn *c);
+void tcp_cq_release_acks(struct tcp_cq *cq);
+void tcp_cq_request_acks(struct tcp_cq *cq);
 
 /* transport_tcp_cm.c */
 int tcp_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
