@@ -10,7 +10,7 @@ PKGS=(
 	librdmacm-dev libibverbs-dev
 	# tests, bench, fuzzing
 	libnbd-dev libnbd-bin nbdkit fio python3 clang-14 libclang-rt-14-dev
-	systemd iproute2 e2fsprogs util-linux
+	systemd iproute2 e2fsprogs util-linux groff-base
 	# RDMA user space (Soft-RoCE in the VM suite)
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
 	# the VM suite: kernel package download, initramfs, qemu
