@@ -39,6 +39,7 @@ struct cli {
 	const char *nbd_socket, *nbd_listen, *nbd_device;
 	bool nbd_listen_any, list, busy_poll;
 	bool ublk; /* --ublk */
+	int ublk_id; /* --ublk-id; -1: not given */
 	uint32_t queues, depth, timeout, kato, threads, connect_timeout;
 	bool queues_set, depth_set, timeout_set, kato_set, threads_set, connect_timeout_set;
 	int tos, ack_timeout, retry_count, rnr_retry, poll_us; /* -1: not given */
@@ -61,6 +62,7 @@ enum {
 	OPT_LIST,
 	OPT_NBD_DEVICE,
 	OPT_UBLK,
+	OPT_UBLK_ID,
 };
 
 static const struct option long_opts[] = {
@@ -77,6 +79,7 @@ static const struct option long_opts[] = {
 	{ "nbd-listen-any", no_argument, NULL, OPT_LISTEN_ANY },
 	{ "nbd-device", required_argument, NULL, OPT_NBD_DEVICE },
 	{ "ublk", no_argument, NULL, OPT_UBLK },
+	{ "ublk-id", required_argument, NULL, OPT_UBLK_ID },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
 	{ "poll-us", required_argument, NULL, OPT_POLL_US },
@@ -126,6 +129,8 @@ static void usage(FILE *f)
 		"      --ublk               attach as ublk block device /dev/ublkbN (needs root\n"
 		"                           and the ublk_drv module; not with the nbd options);\n"
 		"                           prints \"attached /dev/ublkbN\"\n"
+		"      --ublk-id N          with --ublk: device /dev/ublkbN, N = 0..1048575\n"
+		"                           (default: the first free one)\n"
 		"      --log-level LEVEL    error, warning, info (default), debug\n"
 		"      --busy-poll          reactors spin on their completion queue\n"
 		"      --poll-us N          keep polling N microseconds after work before\n"
@@ -163,6 +168,7 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 
 	memset(c, 0, sizeof(*c));
 	c->tos = c->ack_timeout = c->retry_count = c->rnr_retry = c->poll_us = -1;
+	c->ublk_id = -1;
 	while ((opt = getopt_long(argc, argv, "c:a:q:d:s:l:hV", long_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': c->config = optarg; break;
@@ -199,6 +205,9 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case OPT_LISTEN_ANY: c->nbd_listen_any = true; break;
 		case OPT_NBD_DEVICE: c->nbd_device = optarg; break;
 		case OPT_UBLK: c->ublk = true; break;
+		case OPT_UBLK_ID:
+			c->ublk_id = (int)parse_num("--ublk-id", optarg, 0, RB_UBLK_ID_MAX);
+			break;
 		case OPT_LOG_LEVEL: c->log_level = optarg; break;
 		case OPT_BUSY_POLL: c->busy_poll = true; break;
 		case OPT_POLL_US:
@@ -235,6 +244,7 @@ struct run {
 	bool has_export;
 	const char *nbd_socket, *nbd_listen, *nbd_device;
 	bool ublk; /* serve on a ublk device instead */
+	int ublk_id; /* its device id, -1: the first free one */
 };
 
 /* --list takes a URI with or without /EXPORT. */
@@ -391,6 +401,13 @@ static int build_run(const struct cli *c, struct run *r)
 		/* The ublk tags take every slot of every queue. */
 		fprintf(stderr, PROG ": ublk cannot be combined with nbd-device, nbd-socket or "
 				"nbd-listen\n");
+		return -EINVAL;
+	}
+	r->ublk_id = c->ublk_id >= 0 ? c->ublk_id :
+		     r->attach.ublk_id != RB_UBLK_ID_ANY ? (int)r->attach.ublk_id : -1;
+	if (r->ublk_id >= 0 && !r->ublk) {
+		fprintf(stderr, PROG ": a ublk device id (--ublk-id, ublk-id) needs --ublk "
+				"(ublk = yes)\n");
 		return -EINVAL;
 	}
 	if (r->ublk)
@@ -615,7 +632,7 @@ int main(int argc, char **argv)
 		rb_err("signalfd: %s", strerror(errno));
 		return EXIT_FAILURE;
 	}
-	ret = r.ublk ? ublk_serve(&r.p, sfd) : serve(&r, &c, sfd);
+	ret = r.ublk ? ublk_serve(&r.p, r.ublk_id, sfd) : serve(&r, &c, sfd);
 	close(sfd);
 	rb_initiator_conf_free(&r.conf);
 	return ret ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -69,8 +69,13 @@ uint32_t ublk_io_op(const struct ublk_dev *d, uint32_t op)
 static int ctrl_cmd(struct ublk_dev *d, const struct ctrl_op *op, void *buf, uint16_t len,
 		    uint64_t data0)
 {
+	/* ADD_DEV: the driver wants the header to name the id asked for in the
+	 * info (UINT32_MAX: any); d->dev_id is set only once the device exists,
+	 * so a failed ADD_DEV never deletes someone else's device. */
 	struct ublksrv_ctrl_cmd cmd = {
-		.dev_id = d->dev_id < 0 ? UINT32_MAX : (uint32_t)d->dev_id,
+		.dev_id = op == &OP_ADD_DEV ? ((const struct ublksrv_ctrl_dev_info *)buf)->dev_id :
+		          d->dev_id < 0     ? UINT32_MAX :
+					      (uint32_t)d->dev_id,
 		.queue_id = UINT16_MAX, /* not a queue command */
 		.len = len,
 		.addr = (uint64_t)(uintptr_t)buf,
@@ -293,7 +298,7 @@ static int open_cdev(struct ublk_dev *d)
 	return 0;
 }
 
-int ublk_dev_create(struct rb_session *s, struct ublk_dev **out)
+int ublk_dev_create(struct rb_session *s, int dev_id, struct ublk_dev **out)
 {
 	unsigned int nr = rb_session_nr_queues(s);
 	uint32_t depth = UINT32_MAX, buf_size = UINT32_MAX;
@@ -337,11 +342,17 @@ int ublk_dev_create(struct rb_session *s, struct ublk_dev **out)
 		.nr_hw_queues = (uint16_t)nr,
 		.queue_depth = (uint16_t)depth,
 		.max_io_buf_bytes = buf_size,
-		.dev_id = UINT32_MAX, /* any free id */
+		.dev_id = dev_id < 0 ? UINT32_MAX : (uint32_t)dev_id, /* MAX: any free id */
 		.ublksrv_pid = getpid(),
 		.flags = d->legacy ? 0 : UBLK_F_CMD_IOCTL_ENCODE,
 	};
 	ret = ctrl_cmd(d, &OP_ADD_DEV, &d->dinfo, sizeof(d->dinfo), 0);
+	if (ret == -EEXIST && dev_id >= 0) {
+		rb_err("%s: ublk device id %d is taken (/dev/ublkb%d belongs to another ublk "
+		       "server); choose another ublk-id or leave it out for the first free one",
+		       UBLK_CONTROL, dev_id, dev_id);
+		goto out_free;
+	}
 	if (ret) {
 		rb_err("%s: ADD_DEV (%u queues x depth %u, %u-byte I/O): %s", UBLK_CONTROL, nr,
 		       depth, buf_size, strerror(-ret));
@@ -518,7 +529,7 @@ void ublk_dev_free(struct ublk_dev *d)
 
 /* ---- --ublk main loop ---------------------------------------------------------------- */
 
-int ublk_serve(const struct rb_session_params *p, int sig_fd)
+int ublk_serve(const struct rb_session_params *p, int dev_id, int sig_fd)
 {
 	struct rb_session *s = NULL;
 	struct ublk_dev *d = NULL;
@@ -532,7 +543,7 @@ int ublk_serve(const struct rb_session_params *p, int sig_fd)
 	ret = rb_session_open(p, &s);
 	if (ret)
 		return ret;
-	ret = ublk_dev_create(s, &d);
+	ret = ublk_dev_create(s, dev_id, &d);
 	if (ret)
 		goto out_close_session;
 	ret = rb_session_start(s);

@@ -5,7 +5,7 @@
  * URING_CMD), on top of the session API (session.h).
  *
  * One ublk hardware queue per rdmablk I/O queue, driven by the reactor
- * that owns that queue: its own io_uring, whose eventfd the reactor
+ * that owns that queue: its own io_uring, whose ring fd the reactor
  * watches.  Every tag owns one slot of its queue; the slot buffer (queue
  * registered memory) is the tag's I/O buffer, so the kernel copies bio
  * data straight to and from the memory the target RDMA-reads and writes.
@@ -22,11 +22,12 @@
 struct ublk_dev;
 
 /*
- * Main thread, after rb_session_open, before rb_session_start: ADD_DEV and
- * SET_PARAMS from the export, open /dev/ublkcN, map the queues' descriptor
+ * Main thread, after rb_session_open, before rb_session_start: ADD_DEV
+ * (device id dev_id, or any free one when dev_id < 0) and SET_PARAMS from
+ * the export, open /dev/ublkcN, map the queues' descriptor
  * arrays.  Returns 0 or -errno (logged; nothing left behind).
  */
-int ublk_dev_create(struct rb_session *s, struct ublk_dev **out);
+int ublk_dev_create(struct rb_session *s, int dev_id, struct ublk_dev **out);
 /* Reactors running: FETCH every tag on its reactor, then START_DEV. */
 int ublk_dev_start(struct ublk_dev *d);
 /* "/dev/ublkbN". */
@@ -44,11 +45,12 @@ void ublk_dev_stop(struct ublk_dev *d);
 void ublk_dev_free(struct ublk_dev *d);
 
 /*
- * The whole --ublk run: open the session, create and start the device,
+ * The whole --ublk run: open the session, create and start the device
+ * (/dev/ublkb<dev_id>, or the first free id when dev_id < 0),
  * print "attached /dev/ublkbN", notify READY, serve until SIGTERM/SIGINT
  * arrive on sig_fd (a signalfd) or the device disappears, then detach.
  * Returns 0 or -errno.
  */
-int ublk_serve(const struct rb_session_params *p, int sig_fd);
+int ublk_serve(const struct rb_session_params *p, int dev_id, int sig_fd);
 
 #endif

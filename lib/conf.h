@@ -47,6 +47,10 @@ struct rb_target_conf {
 	struct rb_export_conf *exports; /* malloc'd array */
 };
 
+/* ublk device ids are minor numbers: 0..RB_UBLK_ID_MAX. */
+#define RB_UBLK_ID_MAX 1048575u
+#define RB_UBLK_ID_ANY UINT32_MAX
+
 /* One [attach NAME] section, equivalent to the initiator's flags. */
 struct rb_attach_conf {
 	char name[RB_EXPORT_NAME_MAX];
@@ -58,6 +62,7 @@ struct rb_attach_conf {
 	char nbd_listen[280]; /* HOST:PORT loopback TCP; "" = none */
 	char nbd_device[64]; /* "/dev/nbdN", "auto" or "" (none) */
 	bool ublk;
+	uint32_t ublk_id; /* ublk device id; RB_UBLK_ID_ANY = the first free one */
 	int line;
 };
 

@@ -171,6 +171,7 @@ static const struct key_desc attach_keys[] = {
 	STR(struct rb_attach_conf, "nbd-listen", nbd_listen, rb_conf_check_hostport),
 	STR(struct rb_attach_conf, "nbd-device", nbd_device, rb_conf_check_nbd_device),
 	BOOL(struct rb_attach_conf, "ublk", ublk),
+	NUM(struct rb_attach_conf, "ublk-id", ublk_id, K_U32, 0, RB_UBLK_ID_MAX),
 	{ .name = NULL },
 };
 
@@ -790,6 +791,7 @@ void rb_attach_conf_init(struct rb_attach_conf *a)
 	a->queues = 2;
 	a->queue_depth = 128;
 	a->timeout_ms = 30000;
+	a->ublk_id = RB_UBLK_ID_ANY;
 }
 
 int rb_initiator_conf_load(struct rb_initiator_conf *c, const char *path, char *errbuf,

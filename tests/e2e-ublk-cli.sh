@@ -23,6 +23,23 @@ rc=0
 [ "$rc" -ne 0 ] && grep -q "cannot be combined" "$T/conf.log" ||
 	{ cat "$T/conf.log"; fail "ublk = yes with nbd-socket accepted"; }
 
+# A device id needs --ublk, and must be a ublk minor.
+rc=0
+"$INITIATOR_BIN" tcp://127.0.0.1:1/disk0 --nbd-socket "$T/z.sock" --ublk-id 5 >"$T/id.log" 2>&1 ||
+	rc=$?
+[ "$rc" -ne 0 ] && grep -q "needs --ublk" "$T/id.log" ||
+	{ cat "$T/id.log"; fail "--ublk-id without --ublk accepted"; }
+rc=0
+"$INITIATOR_BIN" tcp://127.0.0.1:1/disk0 --ublk --ublk-id 1048576 >"$T/id.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "--ublk-id: '1048576' is not a number in 0..1048575" "$T/id.log" ||
+	{ cat "$T/id.log"; fail "--ublk-id 1048576 accepted"; }
+printf '[attach a]\nuri = tcp://127.0.0.1:1/disk0\nublk-id = 3\nnbd-socket = %s\n' "$T/w.sock" \
+	>"$T/id.conf"
+rc=0
+"$INITIATOR_BIN" --config "$T/id.conf" --attach a >"$T/id.log" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && grep -q "needs --ublk" "$T/id.log" ||
+	{ cat "$T/id.log"; fail "ublk-id without ublk = yes accepted"; }
+
 # Without the driver: a clear error before any connection, and a clean exit.
 if [ -c /dev/ublk-control ] && [ "$(id -u)" = 0 ]; then
 	note "this machine has /dev/ublk-control: skipping the no-driver check"

@@ -464,6 +464,8 @@ static void test_initiator(void)
 		      "3: nbd-listen '[::1]:99999': port 99999 out of range (1..65535)");
 	bad_initiator("[attach a]\nuri = tcp://h/x\nublk = please\n",
 		      "3: ublk 'please': not a boolean (yes/no, true/false, on/off, 1/0)");
+	bad_initiator("[attach a]\nuri = tcp://h/x\nublk = yes\nublk-id = 1048576\n",
+		      "4: ublk-id '1048576': out of range (0..1048575)");
 	bad_initiator("[initiator]\nhost-id = my host\n",
 		      "2: host-id 'my host': host id must be printable ASCII without spaces or "
 		      "commas");
@@ -506,6 +508,7 @@ static void test_initiator(void)
 			      "nbd-listen = 127.0.0.1:10809\n"
 			      "nbd-device = /dev/nbd10\n"
 			      "ublk = yes\n"
+			      "ublk-id = 7\n"
 			      "[attach second:1]\n"
 			      "uri = tcp://127.0.0.1/b\n"
 			      "nbd-device = auto\n",
@@ -526,6 +529,7 @@ static void test_initiator(void)
 		is_str(a->nbd_listen, "127.0.0.1:10809", "nbd-listen");
 		is_str(a->nbd_device, "/dev/nbd10", "nbd-device");
 		ok(a->ublk, "ublk");
+		is_int((int)a->ublk_id, 7, "ublk-id");
 		is_int(a->line, 9, "attach header line");
 	}
 	a = rb_initiator_conf_attach(&c, "second:1");
@@ -535,6 +539,7 @@ static void test_initiator(void)
 		   "attach defaults");
 		ok(a->nbd_socket[0] == '\0' && a->nbd_listen[0] == '\0', "no socket frontends");
 		is_str(a->nbd_device, "auto", "nbd-device auto");
+		ok(a->ublk_id == RB_UBLK_ID_ANY, "ublk-id default: the first free one");
 	}
 	ok(rb_initiator_conf_attach(&c, "disk") == NULL, "lookup of a missing attach");
 	rb_initiator_conf_free(&c);
