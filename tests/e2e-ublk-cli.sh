@@ -7,38 +7,32 @@
 
 "$INITIATOR_BIN" --help | grep -q -- "--ublk" || fail "--help does not mention --ublk"
 
+# refused WHAT PATTERN ARGS...: the initiator must exit non-zero at once, saying PATTERN.
+refused() {
+	local what=$1 pattern=$2 rc=0
+	shift 2
+	"$INITIATOR_BIN" "$@" >"$T/refused.log" 2>&1 || rc=$?
+	[ "$rc" -ne 0 ] || fail "$what accepted"
+	grep -q -- "$pattern" "$T/refused.log" || { cat "$T/refused.log"; fail "$what: no reason given"; }
+}
+
 # Conflicts are argument errors: no target needed.
-for extra in "--nbd-socket $T/x.sock" "--nbd-listen 127.0.0.1:1"; do
-	rc=0
-	# shellcheck disable=SC2086
-	"$INITIATOR_BIN" tcp://127.0.0.1:1/disk0 --ublk $extra >"$T/conflict.log" 2>&1 || rc=$?
-	[ "$rc" -ne 0 ] || fail "--ublk $extra accepted"
-	grep -q "cannot be combined" "$T/conflict.log" ||
-		{ cat "$T/conflict.log"; fail "--ublk $extra: no reason given"; }
-done
+refused "--ublk --nbd-socket" "cannot be combined" tcp://127.0.0.1:1/disk0 --ublk \
+	--nbd-socket "$T/x.sock"
+refused "--ublk --nbd-listen" "cannot be combined" tcp://127.0.0.1:1/disk0 --ublk \
+	--nbd-listen 127.0.0.1:1
 printf '[attach a]\nuri = tcp://127.0.0.1:1/disk0\nublk = yes\nnbd-socket = %s\n' "$T/y.sock" \
 	>"$T/ini.conf"
-rc=0
-"$INITIATOR_BIN" --config "$T/ini.conf" --attach a >"$T/conf.log" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && grep -q "cannot be combined" "$T/conf.log" ||
-	{ cat "$T/conf.log"; fail "ublk = yes with nbd-socket accepted"; }
+refused "ublk = yes with nbd-socket" "cannot be combined" --config "$T/ini.conf" --attach a
 
 # A device id needs --ublk, and must be a ublk minor.
-rc=0
-"$INITIATOR_BIN" tcp://127.0.0.1:1/disk0 --nbd-socket "$T/z.sock" --ublk-id 5 >"$T/id.log" 2>&1 ||
-	rc=$?
-[ "$rc" -ne 0 ] && grep -q "needs --ublk" "$T/id.log" ||
-	{ cat "$T/id.log"; fail "--ublk-id without --ublk accepted"; }
-rc=0
-"$INITIATOR_BIN" tcp://127.0.0.1:1/disk0 --ublk --ublk-id 1048576 >"$T/id.log" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && grep -q -- "--ublk-id: '1048576' is not a number in 0..1048575" "$T/id.log" ||
-	{ cat "$T/id.log"; fail "--ublk-id 1048576 accepted"; }
+refused "--ublk-id without --ublk" "needs --ublk" tcp://127.0.0.1:1/disk0 \
+	--nbd-socket "$T/z.sock" --ublk-id 5
+refused "--ublk-id 1048576" "--ublk-id: '1048576' is not a number in 0..1048575" \
+	tcp://127.0.0.1:1/disk0 --ublk --ublk-id 1048576
 printf '[attach a]\nuri = tcp://127.0.0.1:1/disk0\nublk-id = 3\nnbd-socket = %s\n' "$T/w.sock" \
 	>"$T/id.conf"
-rc=0
-"$INITIATOR_BIN" --config "$T/id.conf" --attach a >"$T/id.log" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && grep -q "needs --ublk" "$T/id.log" ||
-	{ cat "$T/id.log"; fail "ublk-id without ublk = yes accepted"; }
+refused "ublk-id without ublk = yes" "needs --ublk" --config "$T/id.conf" --attach a
 
 # Without the driver: a clear error before any connection, and a clean exit.
 if [ -c /dev/ublk-control ] && [ "$(id -u)" = 0 ]; then
