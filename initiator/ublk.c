@@ -62,20 +62,15 @@ uint32_t ublk_io_op(const struct ublk_dev *d, uint32_t op)
 }
 
 /*
- * One control command, waited for.  buf must outlive a command we gave up
- * on (it lives in *d, which is then never freed).  Returns the driver's
- * result: 0 or -errno.
+ * One control command on device dev_id (UINT32_MAX: none yet), waited for.
+ * buf must outlive a command we gave up on (it lives in *d, which is then
+ * never freed).  Returns the driver's result: 0 or -errno.
  */
-static int ctrl_cmd(struct ublk_dev *d, const struct ctrl_op *op, void *buf, uint16_t len,
-		    uint64_t data0)
+static int ctrl_cmd_id(struct ublk_dev *d, uint32_t dev_id, const struct ctrl_op *op, void *buf,
+		       uint16_t len, uint64_t data0)
 {
-	/* ADD_DEV: the driver wants the header to name the id asked for in the
-	 * info (UINT32_MAX: any); d->dev_id is set only once the device exists,
-	 * so a failed ADD_DEV never deletes someone else's device. */
 	struct ublksrv_ctrl_cmd cmd = {
-		.dev_id = op == &OP_ADD_DEV ? ((const struct ublksrv_ctrl_dev_info *)buf)->dev_id :
-		          d->dev_id < 0     ? UINT32_MAX :
-					      (uint32_t)d->dev_id,
+		.dev_id = dev_id,
 		.queue_id = UINT16_MAX, /* not a queue command */
 		.len = len,
 		.addr = (uint64_t)(uintptr_t)buf,
@@ -114,7 +109,7 @@ static int ctrl_cmd(struct ublk_dev *d, const struct ctrl_op *op, void *buf, uin
 		if (rb_now_ms() - start >= give_up) {
 			rb_log(op == &OP_DEL_DEV ? RB_LOG_WARN : RB_LOG_ERR,
 			       "%s: %s for ublk device %d not answered in %u s; giving up on it%s",
-			       UBLK_CONTROL, op->name, d->dev_id, give_up / 1000,
+			       UBLK_CONTROL, op->name, (int)dev_id, give_up / 1000,
 			       op == &OP_DEL_DEV ? " (is the device still mounted or open? the "
 						   "kernel frees it once the last user closes it)" :
 						   "");
@@ -123,7 +118,7 @@ static int ctrl_cmd(struct ublk_dev *d, const struct ctrl_op *op, void *buf, uin
 			return -ETIMEDOUT;
 		}
 		rb_warn("%s: still waiting for %s on ublk device %d (%" PRIu64 " s)", UBLK_CONTROL,
-			op->name, d->dev_id, (rb_now_ms() - start) / 1000);
+			op->name, (int)dev_id, (rb_now_ms() - start) / 1000);
 	}
 	if (ret) {
 		rb_err("%s: %s: wait: %s", UBLK_CONTROL, op->name, strerror(-ret));
@@ -133,6 +128,14 @@ static int ctrl_cmd(struct ublk_dev *d, const struct ctrl_op *op, void *buf, uin
 	ret = cqe->res;
 	io_uring_cqe_seen(&d->ctrl, cqe);
 	return ret;
+}
+
+/* A control command on this device (or on none before ADD_DEV succeeded). */
+static int ctrl_cmd(struct ublk_dev *d, const struct ctrl_op *op, void *buf, uint16_t len,
+		    uint64_t data0)
+{
+	return ctrl_cmd_id(d, d->dev_id < 0 ? UINT32_MAX : (uint32_t)d->dev_id, op, buf, len,
+			   data0);
 }
 
 /* The control device, or -errno (logged with a hint). */
@@ -346,7 +349,10 @@ int ublk_dev_create(struct rb_session *s, int dev_id, struct ublk_dev **out)
 		.ublksrv_pid = getpid(),
 		.flags = d->legacy ? 0 : UBLK_F_CMD_IOCTL_ENCODE,
 	};
-	ret = ctrl_cmd(d, &OP_ADD_DEV, &d->dinfo, sizeof(d->dinfo), 0);
+	/* The header names the id asked for, as the info does.  d->dev_id is
+	 * set only once the device exists, so a refused ADD_DEV never deletes
+	 * the device that holds the id. */
+	ret = ctrl_cmd_id(d, d->dinfo.dev_id, &OP_ADD_DEV, &d->dinfo, sizeof(d->dinfo), 0);
 	if (ret == -EEXIST && dev_id >= 0) {
 		rb_err("%s: ublk device id %d is taken (/dev/ublkb%d belongs to another ublk "
 		       "server); choose another ublk-id or leave it out for the first free one",
