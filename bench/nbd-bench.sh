@@ -87,8 +87,8 @@ sep = sys.argv.index("--")
 daemons, cmd = sys.argv[3:sep], sys.argv[sep + 1:]
 hz = os.sysconf("SC_CLK_TCK")
 def ticks():  # utime + stime of the peer's daemons
-    return sum(int(open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[11]) +
-               int(open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[12]) for p in daemons)
+    f = [open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split() for p in daemons]
+    return sum(int(x[11]) + int(x[12]) for x in f)
 def host():  # /proc/stat: total, idle (+iowait), steal
     f = list(map(int, open("/proc/stat").readline().split()[1:9]))
     return sum(f), f[3] + f[4], f[7]
