@@ -32,6 +32,16 @@ static int default_cq_prepare_wait(struct rb_cq *cq, bool quiet)
 	return 0;
 }
 
+/* A domain without a device to lose. */
+static bool default_domain_lost(struct rb_domain *d)
+{
+	return false;
+}
+
+static void default_rescan(void)
+{
+}
+
 static const struct rb_transport_ops *const builtin[] = {
 	&rb_tcp_transport,
 #ifdef HAVE_RDMA
@@ -57,6 +67,10 @@ static void fill_defaults(void)
 			filled[i].cq_cork = default_cq_cork;
 		if (!filled[i].cq_prepare_wait)
 			filled[i].cq_prepare_wait = default_cq_prepare_wait;
+		if (!filled[i].domain_lost)
+			filled[i].domain_lost = default_domain_lost;
+		if (!filled[i].rescan)
+			filled[i].rescan = default_rescan;
 	}
 }
 

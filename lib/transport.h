@@ -210,6 +210,20 @@ struct rb_transport_ops {
 	/* Optional (defaults fill in): peer address text, queue pair number. */
 	void (*conn_peer)(struct rb_conn *c, char *buf, size_t len);
 	uint32_t (*conn_qpn)(struct rb_conn *c);
+
+	/*
+	 * Device removal (optional; defaults: never lost, nothing to scan).
+	 * domain_lost: the device under d is gone.  Its connections see
+	 * errors and flushes; the owner must then free everything it holds
+	 * on d (CQs, regions) promptly: the kernel's removal of the device
+	 * waits until the process has let go of it.
+	 * rescan: a control thread calls it about once a second while the
+	 * transport is in use; it notices devices that went away (marking
+	 * their domains lost) and releases what the transport's libraries
+	 * still hold on them.
+	 */
+	bool (*domain_lost)(struct rb_domain *d);
+	void (*rescan)(void);
 };
 
 /* Registry: look a transport up by name ("tcp", "rdma"); NULL if absent.

@@ -53,6 +53,36 @@ int rd_set_nonblock(int fd)
 
 /* ---- domains ---------------------------------------------------------------- */
 
+/*
+ * Take librdmacm's reference on one device: rdma_get_devices() counts one
+ * on every device it lists and rdma_free_devices() drops one for each
+ * context in the list it is given, so the entry for verbs moves to a list
+ * of its own, released when the domain goes.  NULL: not a live device.
+ */
+static struct ibv_context **dev_ref_get(struct ibv_context *verbs)
+{
+	struct ibv_context **all, **mine;
+	int n = 0, k = 0;
+
+	all = rdma_get_devices(&n);
+	if (!all)
+		return NULL;
+	mine = calloc(2, sizeof(*mine));
+	for (int i = 0; i < n; i++) {
+		if (mine && !mine[0] && all[i] == verbs)
+			mine[0] = verbs;
+		else
+			all[k++] = all[i];
+	}
+	all[k] = NULL;
+	rdma_free_devices(all);
+	if (mine && !mine[0]) {
+		free(mine);
+		mine = NULL;
+	}
+	return mine;
+}
+
 /* The domain of a device, created on first use.  librdmacm keeps one
  * ibv_context per device open, so the context pointer identifies it. */
 int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out)
@@ -64,7 +94,7 @@ int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out)
 		return -ENODEV;
 	pthread_mutex_lock(&rd_dom_lock);
 	for (d = rd_domains; d; d = d->next)
-		if (d->verbs == verbs)
+		if (d->verbs == verbs && !__atomic_load_n(&d->lost, __ATOMIC_ACQUIRE))
 			break;
 	if (!d) {
 		d = calloc(1, sizeof(*d));
@@ -74,18 +104,24 @@ int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out)
 		}
 		d->verbs = verbs;
 		snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(verbs->device));
+		d->devref = dev_ref_get(verbs);
+		if (!d->devref) {
+			ret = -ENODEV;
+			rb_err("rdma: device %s is not (or no longer) present", d->name);
+			goto out_free;
+		}
 		ret = ibv_query_device(verbs, &d->attr);
 		if (ret) {
 			ret = -ret;
 			rb_err("rdma: query device %s: %s", d->name, strerror(-ret));
-			goto out_free;
+			goto out_put_dev;
 		}
 		d->pd = ibv_alloc_pd(verbs);
 		if (!d->pd) {
 			ret = errno ? -errno : -ENOMEM;
 			rb_err("rdma: allocate protection domain on %s: %s", d->name,
 			       strerror(-ret));
-			goto out_free;
+			goto out_put_dev;
 		}
 		rb_dbg("rdma: domain on %s (max_qp_wr %d, max_sge %d, max_cqe %d, rd_atom %d/%d)",
 		       d->name, d->attr.max_qp_wr, d->attr.max_sge, d->attr.max_cqe,
@@ -98,6 +134,8 @@ int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out)
 	pthread_mutex_unlock(&rd_dom_lock);
 	return 0;
 
+out_put_dev:
+	rdma_free_devices(d->devref);
 out_free:
 	free(d);
 out_unlock:
@@ -112,9 +150,20 @@ void rd_dom_hold(struct rd_domain *d)
 	pthread_mutex_unlock(&rd_dom_lock);
 }
 
+/* Lets librdmacm see removed devices: one that is gone and unreferenced
+ * has its context closed here (the kernel's removal waits for that). */
+static void dev_sync(void)
+{
+	struct ibv_context **list = rdma_get_devices(NULL);
+
+	if (list)
+		rdma_free_devices(list);
+}
+
 void rd_dom_put(struct rd_domain *d)
 {
 	struct rd_domain **pp;
+	bool lost;
 	int ret;
 
 	if (!d)
@@ -134,7 +183,52 @@ void rd_dom_put(struct rd_domain *d)
 	ret = ibv_dealloc_pd(d->pd);
 	if (ret)
 		rb_err("rdma: free protection domain on %s: %s", d->name, strerror(ret));
+	/* Last: librdmacm may close the context now. */
+	rdma_free_devices(d->devref);
+	lost = __atomic_load_n(&d->lost, __ATOMIC_ACQUIRE);
+	if (lost)
+		rb_info("rdma: released everything held on removed device %s", d->name);
 	free(d);
+	if (lost)
+		dev_sync();
+}
+
+/* The device is gone (a DEVICE_REMOVAL event, or missing from a rescan). */
+void rd_dom_lose(struct rd_domain *d, const char *how)
+{
+	if (d && !__atomic_exchange_n(&d->lost, true, __ATOMIC_ACQ_REL))
+		rb_err("rdma: device %s was removed (%s): releasing what is held on it", d->name,
+		       how);
+}
+
+/* transport op: a rescan, and domains whose device it did not list are lost. */
+static void rd_rescan(void)
+{
+	struct ibv_context **list;
+	struct rd_domain *d;
+	int n = 0;
+
+	list = rdma_get_devices(&n);
+	/* NULL also when no device is left: librdmacm then cannot sync
+	 * (see docs/transport-rdma.md); domains learn it from CM events. */
+	if (!list)
+		return;
+	pthread_mutex_lock(&rd_dom_lock);
+	for (d = rd_domains; d; d = d->next) {
+		int i = 0;
+
+		while (i < n && list[i] != d->verbs)
+			i++;
+		if (i == n)
+			rd_dom_lose(d, "no longer listed");
+	}
+	pthread_mutex_unlock(&rd_dom_lock);
+	rdma_free_devices(list);
+}
+
+static bool rd_domain_lost(struct rb_domain *d)
+{
+	return __atomic_load_n(&((struct rd_domain *)d)->lost, __ATOMIC_ACQUIRE);
 }
 
 /* No device named: the first one librdmacm knows. */
@@ -293,5 +387,7 @@ const struct rb_transport_ops rb_rdma_transport = {
 	.post_write = rd_post_write,
 	.conn_peer = rd_conn_peer,
 	.conn_qpn = rd_conn_qpn,
+	.domain_lost = rd_domain_lost,
+	.rescan = rd_rescan,
 };
 

@@ -23,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "transport_rdma_priv.h"
@@ -239,53 +242,29 @@ static int listen_addr(const struct rb_endpoint *ep, struct sockaddr_storage *ss
 	return 0;
 }
 
-int rd_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
-	      struct rb_listener **out)
+/* Create, bind and listen l->id; on a retry failures are expected (the
+ * device is still gone) and only logged at debug level. */
+static int listen_start(struct rd_listener *l, bool retry)
 {
-	struct sockaddr_storage ss;
-	struct rd_listener *l;
-	bool any6;
+	const struct rb_endpoint *ep = &l->ep;
+	struct sockaddr_storage ss = l->addr;
 	int ret, one = 1, zero = 0;
 
-	if (!ep || !out)
-		return -EINVAL;
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	if (opts)
-		l->opts = *opts;
-	else
-		rb_transport_opts_init(&l->opts);
-	l->refs = 1;
-	pthread_mutex_init(&l->lock, NULL);
-	ret = listen_addr(ep, &ss, &any6);
-	if (ret)
-		goto out_free;
-	l->ch = rdma_create_event_channel();
-	if (!l->ch) {
-		ret = errno ? -errno : -ENODEV;
-		rb_err("rdma: listen on %s:%u: create CM event channel: %s (is rdma_ucm loaded?)",
-		       ep->host, ep->port, strerror(-ret));
-		goto out_free;
-	}
-	ret = rd_set_nonblock(l->ch->fd);
-	if (ret)
-		goto out_destroy_ch;
 	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
 		ret = -errno;
 		rb_err("rdma: create CM id: %s", strerror(-ret));
-		goto out_destroy_ch;
+		return ret;
 	}
 	if (rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)))
 		rb_warn("rdma: listen on %s:%u: SO_REUSEADDR-like option: %s", ep->host, ep->port,
 			strerror(errno));
 	/* "" and "::" take IPv4 too. */
-	if (any6 &&
+	if (l->any6 &&
 	    rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &zero, sizeof(zero)))
 		rb_warn("rdma: listen on [::]:%u: dual stack: %s", ep->port, strerror(errno));
 	set_u8_option(l->id, RDMA_OPTION_ID_TOS, l->opts.tos, "type of service", ep->host);
 	ret = rdma_bind_addr(l->id, (struct sockaddr *)&ss) ? -errno : 0;
-	if (ret && any6 && !ep->host[0]) {
+	if (ret && l->any6 && !ep->host[0]) {
 		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 
 		/* No IPv6 here: plain IPv4 any (a failed bind leaves the id unbound). */
@@ -302,19 +281,86 @@ int rd_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts
 	}
 	rd_format_addr(rdma_get_local_addr(l->id), l->name, sizeof(l->name));
 	if (l->id->verbs)
-		rb_info("rdma: listening on %s (device %s)", l->name,
+		rb_info("rdma: listening %son %s (device %s)", retry ? "again " : "", l->name,
 			ibv_get_device_name(l->id->verbs->device));
 	else
-		rb_info("rdma: listening on %s (all devices)", l->name);
-	*out = (struct rb_listener *)l;
+		rb_info("rdma: listening %son %s (all devices)", retry ? "again " : "", l->name);
 	return 0;
 
 out_bind:
-	rb_err("rdma: listen on %s:%u: %s%s", ep->host[0] ? ep->host : "*", ep->port,
-	       strerror(-ret),
-	       ret == -EADDRNOTAVAIL || ret == -ENODEV ? " (no RDMA device has that address?)" : "");
+	if (retry)
+		rb_dbg("rdma: listen again on %s:%u: %s", ep->host, ep->port, strerror(-ret));
+	else
+		rb_err("rdma: listen on %s:%u: %s%s", ep->host[0] ? ep->host : "*", ep->port,
+		       strerror(-ret),
+		       ret == -EADDRNOTAVAIL || ret == -ENODEV ?
+			       " (no RDMA device has that address?)" :
+			       "");
 	rdma_destroy_id(l->id);
-out_destroy_ch:
+	l->id = NULL;
+	return ret;
+}
+
+static int epoll_in(int epfd, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+int rd_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+	      struct rb_listener **out)
+{
+	struct rd_listener *l;
+	int ret;
+
+	if (!ep || !out)
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	if (opts)
+		l->opts = *opts;
+	else
+		rb_transport_opts_init(&l->opts);
+	l->ep = *ep;
+	l->refs = 1;
+	pthread_mutex_init(&l->lock, NULL);
+	ret = listen_addr(ep, &l->addr, &l->any6);
+	if (ret)
+		goto out_free;
+	l->ch = rdma_create_event_channel();
+	if (!l->ch) {
+		ret = errno ? -errno : -ENODEV;
+		rb_err("rdma: listen on %s:%u: create CM event channel: %s (is rdma_ucm loaded?)",
+		       ep->host, ep->port, strerror(-ret));
+		goto out_free;
+	}
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (l->epfd < 0 || l->tfd < 0)
+		ret = -errno;
+	else
+		ret = rd_set_nonblock(l->ch->fd);
+	if (!ret)
+		ret = epoll_in(l->epfd, l->ch->fd);
+	if (!ret)
+		ret = epoll_in(l->epfd, l->tfd);
+	if (ret) {
+		rb_err("rdma: listen on %s:%u: %s", ep->host, ep->port, strerror(-ret));
+		goto out_close;
+	}
+	ret = listen_start(l, false);
+	if (ret)
+		goto out_close;
+	*out = (struct rb_listener *)l;
+	return 0;
+
+out_close:
+	if (l->epfd >= 0)
+		close(l->epfd);
+	if (l->tfd >= 0)
+		close(l->tfd);
 	rdma_destroy_event_channel(l->ch);
 out_free:
 	pthread_mutex_destroy(&l->lock);
@@ -328,15 +374,45 @@ void rd_listener_close(struct rb_listener *rl)
 
 	if (!l)
 		return;
-	rdma_destroy_id(l->id);
+	if (l->id)
+		rdma_destroy_id(l->id);
 	l->id = NULL;
+	close(l->epfd);
+	close(l->tfd);
 	/* Requests handed out keep the channel until accepted or freed. */
 	lst_put(l);
 }
 
 int rd_listener_fd(struct rb_listener *rl)
 {
-	return ((struct rd_listener *)rl)->ch->fd;
+	return ((struct rd_listener *)rl)->epfd;
+}
+
+/* The device under the listener's address went away (the event is acked:
+ * destroying an id waits for its events' acks). */
+static void listener_down(struct rd_listener *l)
+{
+	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+
+	rb_err("rdma: listener %s: its RDMA device was removed; listening again once a device "
+	       "has that address",
+	       l->name);
+	rdma_destroy_id(l->id);
+	l->id = NULL;
+	if (timerfd_settime(l->tfd, 0, &its, NULL) < 0)
+		rb_err("rdma: listener %s: retry timer: %s", l->name, strerror(errno));
+}
+
+/* Down and the retry timer fired: try to listen again. */
+static void listener_retry(struct rd_listener *l)
+{
+	struct itimerspec off = { 0 };
+	uint64_t n;
+
+	if (read(l->tfd, &n, sizeof(n)) != (ssize_t)sizeof(n) || l->id)
+		return;
+	if (listen_start(l, true) == 0 && timerfd_settime(l->tfd, 0, &off, NULL) < 0)
+		rb_err("rdma: listener %s: retry timer: %s", l->name, strerror(errno));
 }
 
 /* Turn a CONNECT_REQUEST into a conn in request state; acks the event. */
@@ -399,6 +475,8 @@ int rd_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **p
 
 	if (!l || !out)
 		return -EINVAL;
+	if (!l->id)
+		listener_retry(l);
 	for (;;) {
 		if (rdma_get_cm_event(l->ch, &ev)) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -416,16 +494,23 @@ int rd_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **p
 				*priv_len = c->priv_len;
 			return 0;
 		}
-		if (ev->id == l->id) {
-			if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
-				rb_err("rdma: listener %s: its RDMA device was removed", l->name);
-			else
+		if (l->id && ev->id == l->id) {
+			bool removed = ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
+
+			if (!removed)
 				rb_warn("rdma: listener %s: %s", l->name, rdma_event_str(ev->event));
-		} else if (ev->id && ev->id->context) {
+			rdma_ack_cm_event(ev);
+			if (removed)
+				listener_down(l);
+			continue;
+		}
+		if (ev->id && ev->id->context) {
 			/* A request not accepted yet: accept will fail it. */
 			c = ev->id->context;
 			rb_warn("rdma %s: request died before accept: %s", c->peer,
 				rdma_event_str(ev->event));
+			if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+				rd_dom_lose(c->dom, "DEVICE_REMOVAL event");
 			__atomic_store_n(&c->lost, 1, __ATOMIC_RELEASE);
 		}
 		rdma_ack_cm_event(ev);
@@ -844,6 +929,7 @@ void rd_cm_event(struct rd_cq *cq, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		rb_err("rdma %s: qp %u: RDMA device %s was removed", c->peer, c->qpn,
 		       cq->dom->name);
+		rd_dom_lose(c->dom, "DEVICE_REMOVAL event");
 		rd_disconnect(&c->pub);
 		break;
 	case RDMA_CM_EVENT_ADDR_CHANGE:

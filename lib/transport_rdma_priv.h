@@ -42,13 +42,21 @@
 /* wr_id = cqe pointer | opcode: flushed completions carry no valid opcode. */
 #define RD_WRID_OPMASK 3ull
 
-/* One ibv_context (device) and our PD on it; shared, refcounted. */
+/*
+ * One ibv_context (device) and our PD on it; shared, refcounted.  The
+ * context belongs to librdmacm, which closes it once the device is gone
+ * and its last reference dropped; devref is our reference (a one-entry
+ * rdma_get_devices() list), so the context outlives our PD, regions and
+ * CQs on it whatever order cm_ids go in.
+ */
 struct rd_domain {
 	struct rd_domain *next;
 	struct ibv_context *verbs;
+	struct ibv_context **devref;
 	struct ibv_pd *pd;
 	struct ibv_device_attr attr;
 	unsigned int refs; /* under rd_dom_lock */
+	bool lost; /* atomic: the device was removed */
 	char name[IBV_SYSFS_NAME_MAX];
 };
 
@@ -146,9 +154,19 @@ struct rd_conn {
 	char peer[272]; /* "host:port" (a name until resolved) */
 };
 
+/*
+ * A listener bound to one device's address loses its cm_id when that
+ * device is removed; it then retries on a timer (tfd) and listens again
+ * once a device has the address.  listener_fd is an epoll set of the
+ * event channel and the timer.
+ */
 struct rd_listener {
 	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
+	struct rdma_cm_id *id; /* NULL while down */
+	int epfd, tfd;
+	struct sockaddr_storage addr; /* resolved once */
+	bool any6; /* "" or "::": dual stack, IPv4 fallback */
+	struct rb_endpoint ep;
 	struct rb_transport_opts opts;
 	pthread_mutex_t lock;
 	unsigned int refs; /* the listener itself + requests not yet accepted/rejected */
@@ -166,6 +184,7 @@ static inline struct rd_conn *to_rconn(struct rb_conn *c)
 int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out);
 void rd_dom_hold(struct rd_domain *d);
 void rd_dom_put(struct rd_domain *d);
+void rd_dom_lose(struct rd_domain *d, const char *how);
 void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 int rd_set_nonblock(int fd);
 const char *rd_op_name(unsigned int op);
