@@ -32,6 +32,7 @@
 #define DRAIN_MAX_MS 10000u
 #define DETACH_WAIT_MS 5000u /* for the kernel to drop /dev/nbdN */
 #define KDEV_CHECK_MS 2000u /* how often to look whether /dev/nbdN is still ours */
+#define RESCAN_MS 1000u /* how often the transport looks for removed devices */
 
 /* Command-line values; *_set says the flag was given (it beats the file). */
 struct cli {
@@ -472,6 +473,7 @@ static int serve(struct run *r, struct cli *c, int sfd)
 	struct rb_session *s = NULL;
 	struct epoll_event ev;
 	uint32_t drain_ms;
+	uint64_t next_scan, next_kdev;
 	int epfd = -1, ret;
 
 	/* Sockets first: a bad or busy address fails before we touch the
@@ -525,21 +527,31 @@ static int serve(struct run *r, struct cli *c, int sfd)
 		r->nbd_listen ? r->nbd_listen : "", kdev ? " as " : "",
 		kdev ? nbd_kdev_name(kdev) : "");
 
+	next_scan = rb_now_ms() + RESCAN_MS;
+	next_kdev = rb_now_ms() + KDEV_CHECK_MS;
 	for (;;) {
 		struct epoll_event evs[8];
-		/* With a kernel device, look now and then whether someone else
-		 * disconnected it: then there is nothing left to serve. */
-		int n = epoll_wait(epfd, evs, 8, kdev ? (int)KDEV_CHECK_MS : -1);
+		int n = epoll_wait(epfd, evs, 8, (int)RESCAN_MS);
 		bool stop = false;
+		uint64_t now = rb_now_ms();
 
 		if (n < 0 && errno != EINTR) {
 			rb_err("epoll_wait: %s", strerror(errno));
 			break;
 		}
-		if (n == 0 && kdev && nbd_kdev_gone(kdev)) {
-			rb_warn("%s was disconnected by someone else: shutting down",
-				nbd_kdev_name(kdev));
-			break;
+		if (now >= next_scan) {
+			next_scan = now + RESCAN_MS;
+			r->p.ops->rescan();
+		}
+		/* With a kernel device, look now and then whether someone else
+		 * disconnected it: then there is nothing left to serve. */
+		if (kdev && now >= next_kdev) {
+			next_kdev = now + KDEV_CHECK_MS;
+			if (nbd_kdev_gone(kdev)) {
+				rb_warn("%s was disconnected by someone else: shutting down",
+					nbd_kdev_name(kdev));
+				break;
+			}
 		}
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.fd == sfd) {

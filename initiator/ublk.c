@@ -29,6 +29,7 @@
 #define CTRL_WARN_MS 10000
 #define CTRL_GIVE_UP_MS 60000
 #define ACK_TIMEOUT_MS 10000
+#define UBLK_RESCAN_MS 1000 /* how often the transport looks for removed devices */
 
 /* ---- control commands -------------------------------------------------------- */
 
@@ -571,14 +572,18 @@ int ublk_serve(const struct rb_session_params *p, int dev_id, int sig_fd)
 			{ .fd = ublk_dev_event_fd(d), .events = POLLIN },
 		};
 		struct signalfd_siginfo si;
+		int n = poll(pfd, 2, UBLK_RESCAN_MS);
 
-		if (poll(pfd, 2, -1) < 0) {
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			ret = -errno;
 			rb_err("poll: %s", strerror(errno));
 			break;
 		}
+		/* Nothing else wakes this loop: a quiet second is a second. */
+		if (n == 0)
+			p->ops->rescan();
 		if ((pfd[0].revents & POLLIN) && read(sig_fd, &si, sizeof(si)) == sizeof(si)) {
 			rb_info("signal %u: detaching %s", si.ssi_signo, ublk_dev_path(d));
 			break;

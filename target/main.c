@@ -21,6 +21,8 @@
 #include "log.h"
 #include "target.h"
 
+#define RESCAN_NS 1000000000ull
+
 struct listener {
 	const struct rb_transport_ops *ops;
 	struct rb_listener *l;
@@ -179,19 +181,33 @@ static void dump_stats(const struct tgt_target *t)
 		tgt_export_dump_stats(&t->exports[i]);
 }
 
+/* Once a second: let each listener's transport notice removed devices. */
+static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
+{
+	uint64_t now = tgt_now_ns();
+
+	if (now < *next_ns)
+		return;
+	*next_ns = now + RESCAN_NS;
+	for (int i = 0; i < t->conf.nr_listen; i++)
+		ls[i].ops->rescan();
+}
+
 /* The main thread's loop: accept connections until SIGTERM/SIGINT. */
 static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd)
 {
 	struct epoll_event evs[8];
 	unsigned int rr = 0;
+	uint64_t next_scan = tgt_now_ns() + RESCAN_NS;
 
 	for (;;) {
-		int n = epoll_wait(epfd, evs, 8, -1);
+		int n = epoll_wait(epfd, evs, 8, RESCAN_NS / 1000000);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
+		rescan(t, ls, &next_scan);
 		for (int i = 0; i < n; i++) {
 			struct signalfd_siginfo si;
 

@@ -204,7 +204,8 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
 	q->cx = NULL;
 	for (int i = 0; i < r->nr_cqctx; i++)
-		if (r->cqctx[i].ops == m->ops && r->cqctx[i].domain == m->ops->conn_domain(m->conn))
+		if (r->cqctx[i].cq && r->cqctx[i].ops == m->ops &&
+		    r->cqctx[i].domain == m->ops->conn_domain(m->conn))
 			q->cx = &r->cqctx[i];
 	if (!q->cx) {
 		ret = -ENODEV;
@@ -323,6 +324,7 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 		tgt_session_put(q->session);
 	}
 	rb_dbg("queue %u (peer %s) destroyed", q->qid, q->peer);
+	q->r->queue_gone = true;
 	q->cx->ops->conn_destroy(q->conn);
 	queue_free_mem(q);
 }

@@ -60,19 +60,28 @@ static int add_fd(struct tgt_reactor *r, int fd, uint64_t tag)
 	return 0;
 }
 
-/* Find or create the CQ context for a transport domain (lazy per device). */
+/*
+ * Find or create the CQ context for a transport domain (lazy per device).
+ * Slots of released contexts (cq == NULL) are reused; a slot's epoll tag
+ * is its index.
+ */
 static struct tgt_cqctx *cqctx_get(struct tgt_reactor *r, const struct rb_transport_ops *ops,
 				   struct rb_domain *d)
 {
-	struct tgt_cqctx *cx;
-	int ret;
+	struct tgt_cqctx *cx = NULL;
+	int ret, slot = r->nr_cqctx;
 
-	for (int i = 0; i < r->nr_cqctx; i++)
-		if (r->cqctx[i].ops == ops && r->cqctx[i].domain == d)
+	for (int i = 0; i < r->nr_cqctx; i++) {
+		if (!r->cqctx[i].cq) {
+			if (slot == r->nr_cqctx)
+				slot = i;
+		} else if (r->cqctx[i].ops == ops && r->cqctx[i].domain == d) {
 			return &r->cqctx[i];
-	if (r->nr_cqctx == (int)RB_ARRAY_SIZE(r->cqctx))
+		}
+	}
+	if (slot == (int)RB_ARRAY_SIZE(r->cqctx))
 		return NULL;
-	cx = &r->cqctx[r->nr_cqctx];
+	cx = &r->cqctx[slot];
 	memset(cx, 0, sizeof(*cx));
 	cx->ops = ops;
 	cx->domain = d;
@@ -86,15 +95,17 @@ static struct tgt_cqctx *cqctx_get(struct tgt_reactor *r, const struct rb_transp
 	ret = ops->cq_create(d, 4096, &cx->cq);
 	if (ret)
 		goto out_dereg_incap;
-	ret = add_fd(r, ops->cq_fd(cx->cq), EV_CQ_BASE + (uint64_t)r->nr_cqctx);
+	ret = add_fd(r, ops->cq_fd(cx->cq), EV_CQ_BASE + (uint64_t)slot);
 	if (ret)
 		goto out_destroy_cq;
 	ops->cq_arm(cx->cq);
-	r->nr_cqctx++;
+	if (slot == r->nr_cqctx)
+		r->nr_cqctx++;
 	return cx;
 
 out_destroy_cq:
 	ops->cq_destroy(cx->cq);
+	cx->cq = NULL;
 out_dereg_incap:
 	ops->dereg_mr(cx->incap_mr);
 out_dereg_pool:
@@ -105,6 +116,41 @@ out_err:
 						 "LimitMEMLOCK=infinity in the unit)" :
 						 "");
 	return NULL;
+}
+
+/* Pairs with cqctx_get: no queue may use cx any more. */
+static void cqctx_put(struct tgt_reactor *r, struct tgt_cqctx *cx)
+{
+	if (epoll_ctl(r->epfd, EPOLL_CTL_DEL, cx->ops->cq_fd(cx->cq), NULL) < 0)
+		rb_err("reactor %d: epoll_ctl del: %s", r->id, strerror(errno));
+	cx->ops->cq_destroy(cx->cq);
+	cx->ops->dereg_mr(cx->incap_mr);
+	cx->ops->dereg_mr(cx->pool_mr);
+	memset(cx, 0, sizeof(*cx));
+}
+
+/*
+ * A removed device is released as soon as no queue uses it: the kernel's
+ * removal waits until every process lets go of the device.  Runs between
+ * rounds, never inside a CQ's drain.
+ */
+static void release_lost_domains(struct tgt_reactor *r)
+{
+	for (int i = 0; i < r->nr_cqctx; i++) {
+		struct tgt_cqctx *cx = &r->cqctx[i];
+		const struct tgt_queue *q = r->queues;
+
+		if (!cx->cq || !cx->ops->domain_lost(cx->domain))
+			continue;
+		while (q && q->cx != cx)
+			q = q->next;
+		if (q)
+			continue;
+		rb_info("reactor %d: releasing %s completion queue and buffer registrations on a "
+			"removed device",
+			r->id, cx->ops->name);
+		cqctx_put(r, cx);
+	}
 }
 
 static void handle_inbox(struct tgt_reactor *r)
@@ -207,7 +253,7 @@ static int reactor_round(struct tgt_reactor *r)
 	int work = drain_ring(r);
 
 	for (int i = 0; i < r->nr_cqctx; i++) {
-		int n = drain_cq(r, &r->cqctx[i]);
+		int n = r->cqctx[i].cq ? drain_cq(r, &r->cqctx[i]) : 0;
 
 		if (n > 0)
 			work += n;
@@ -252,6 +298,8 @@ static void on_timer(struct tgt_reactor *r)
 		else if (q->qid == 0)
 			tgt_admin_check_keepalive(q, now);
 	}
+	/* A device may also be found gone by a rescan, with no queue on it. */
+	release_lost_domains(r);
 }
 
 /*
@@ -284,19 +332,22 @@ static void reactor_loop(struct tgt_reactor *r)
 		submit_ring(r);
 		/* Everything this round posted goes out now, in one go per conn. */
 		for (int i = 0; i < r->nr_cqctx; i++)
-			r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, false);
+			if (r->cqctx[i].cq)
+				r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, false);
 		if (stop_seen && !r->queues)
 			break;
 		quiet = reactor_quiet(r, stop_seen);
 		for (int i = 0; i < r->nr_cqctx; i++)
-			if (r->cqctx[i].ops->cq_prepare_wait(r->cqctx[i].cq, quiet) > 0)
+			if (r->cqctx[i].cq &&
+			    r->cqctx[i].ops->cq_prepare_wait(r->cqctx[i].cq, quiet) > 0)
 				timeout = 0;
 		if (ring_notify(r, true))
 			timeout = 0;
 		n = epoll_wait(r->epfd, evs, (int)RB_ARRAY_SIZE(evs), timeout);
 		ring_notify(r, false);
 		for (int i = 0; i < r->nr_cqctx; i++)
-			r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, true);
+			if (r->cqctx[i].cq)
+				r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, true);
 		if (n < 0 && errno != EINTR) {
 			rb_err("reactor %d: epoll_wait: %s", r->id, strerror(errno));
 			break;
@@ -324,6 +375,10 @@ static void reactor_loop(struct tgt_reactor *r)
 			}
 		}
 		work += reactor_round(r);
+		if (r->queue_gone) {
+			r->queue_gone = false;
+			release_lost_domains(r);
+		}
 		if (atomic_load(&r->stopping)) {
 			if (!stop_seen)
 				drain_deadline = tgt_now_ns() + DRAIN_TIMEOUT_NS;
@@ -450,13 +505,9 @@ void tgt_reactor_stop(struct tgt_reactor *r)
 void tgt_reactor_join(struct tgt_reactor *r)
 {
 	pthread_join(r->thread, NULL);
-	for (int i = 0; i < r->nr_cqctx; i++) {
-		struct tgt_cqctx *cx = &r->cqctx[i];
-
-		cx->ops->cq_destroy(cx->cq);
-		cx->ops->dereg_mr(cx->incap_mr);
-		cx->ops->dereg_mr(cx->pool_mr);
-	}
+	for (int i = 0; i < r->nr_cqctx; i++)
+		if (r->cqctx[i].cq)
+			cqctx_put(r, &r->cqctx[i]);
 	io_uring_queue_exit(&r->ring);
 	close(r->epfd);
 	close(r->wake_fd);

@@ -127,7 +127,8 @@ struct tgt_req {
 	struct tgt_req *next; /* free list / pending queues */
 };
 
-/* Per reactor and transport domain: CQ plus the pools' registrations. */
+/* Per reactor and transport domain: CQ plus the pools' registrations.
+ * A free slot has cq == NULL. */
 struct tgt_cqctx {
 	const struct rb_transport_ops *ops;
 	struct rb_domain *domain;
@@ -191,6 +192,7 @@ struct tgt_reactor {
 	struct tgt_cqctx cqctx[8];
 	int nr_cqctx;
 	struct tgt_queue *queues;
+	bool queue_gone; /* a queue was destroyed this round */
 	struct tgt_req *pending_buf, **pending_buf_tail;
 	struct tgt_req *pending_exec, **pending_exec_tail;
 	pthread_mutex_t inbox_lock;
