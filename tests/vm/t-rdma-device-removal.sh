@@ -1,0 +1,98 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Guest test: the target's RDMA device is removed (rdma link delete) while a session is up.
+#   - the removal completes within seconds: the target frees everything it held on the
+#     device (the kernel waits for that), and nothing stays in D state;
+#   - the target stays up and says what happened; the initiator's I/O fails with EIO
+#     instead of hanging;
+#   - once the device is back (rdma link add), the target listens again by itself and a new
+#     initiator reads the data written before the removal.
+# vm-timeout: 240
+. "$(dirname "$0")/lib.sh"
+
+TGT_BIN=$top_builddir/target/rdmablk-target
+INI_BIN=$top_builddir/initiator/rdmablk-initiator
+NBD_OPS=$top_builddir/tests/nbd-ops
+TGT_PID= INI_PID= INI2_PID= DEL_PID=
+
+fail() {
+	echo "FAIL: $*"
+	for f in target.log ini.log ini2.log; do
+		[ -s "$f" ] && { echo "---- $f"; tail -n 25 "$f"; }
+	done
+	[ -z "$DEL_PID" ] || sed 's/^/# stuck removal: /' "/proc/$DEL_PID/stack" 2>/dev/null
+	exit 1
+}
+
+# The daemons go first, whatever happened: a removal stuck on them then completes.
+cleanup() {
+	rc=$?
+	for p in $INI2_PID $INI_PID $TGT_PID; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	[ -z "$DEL_PID" ] || wait "$DEL_PID" 2>/dev/null
+	exit "$rc"
+}
+trap cleanup EXIT
+
+alive() { kill -0 "$1" 2>/dev/null; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+log_has() { grep -q "$2" "$1"; }
+
+setup_rxe
+truncate -s 16M disk.img
+cat >target.conf <<C
+[target]
+listen = rdma://$TGT_ADDR:4520
+threads = 2
+[export disk0]
+path = $PWD/disk.img
+C
+$TGT_BIN --config target.conf >target.log 2>&1 &
+TGT_PID=$!
+vm_wait_for 20 log_has target.log "ready:" || fail "target not ready"
+
+$INI_BIN "rdma://$TGT_ADDR:4520/disk0" --nbd-socket "$PWD/a.sock" --queues 2 --timeout 5000 \
+	>ini.out 2>ini.log &
+INI_PID=$!
+vm_wait_for 30 test -S a.sock || fail "initiator not ready"
+A="nbd+unix:///disk0?socket=$PWD/a.sock"
+$NBD_OPS "$A" write:0:65536:5a write:1048576:4096:a5 flush read:0:65536:5a ||
+	fail "I/O before the removal"
+
+# 1. Remove the target's device: this must finish, with both daemons still up.
+start=$(date +%s)
+rdma link delete "$TGT_DEV" &
+DEL_PID=$!
+vm_wait_for 20 gone "$DEL_PID" ||
+	fail "rdma link delete $TGT_DEV still blocked after 20 s: the target holds the device"
+wait "$DEL_PID" || fail "rdma link delete $TGT_DEV failed"
+DEL_PID=
+echo "# rdma link delete $TGT_DEV took $(($(date +%s) - start)) s"
+alive "$TGT_PID" || fail "target died when its device was removed"
+alive "$INI_PID" || fail "initiator died when the target's device was removed"
+log_has target.log "device $TGT_DEV was removed" || fail "target did not log the removal"
+vm_wait_for 10 log_has target.log "released everything held on removed device $TGT_DEV" ||
+	fail "target did not release the device"
+log_has target.log "listener $TGT_ADDR:4520: its RDMA device was removed" ||
+	fail "target did not log that its listener lost the device"
+vm_no_dstate || fail "a process is in D state after the removal"
+
+# 2. The old session's I/O fails, promptly.
+timeout 30 $NBD_OPS "$A" fail:EIO:read:0:4096 || fail "I/O on the lost session did not fail with EIO"
+
+# 3. The device comes back: the target listens again, and the data is there.
+rdma link add "$TGT_DEV" type rxe netdev "$TGT_IF" || fail "rdma link add $TGT_DEV again"
+vm_wait_for 20 _vm_rdma_ready || fail "$TGT_DEV not active again"
+vm_wait_for 15 log_has target.log "listening again on $TGT_ADDR:4520" ||
+	fail "target did not listen again once $TGT_DEV was back"
+$INI_BIN "rdma://$TGT_ADDR:4520/disk0" --nbd-socket "$PWD/b.sock" --queues 2 \
+	>ini2.out 2>ini2.log &
+INI2_PID=$!
+vm_wait_for 30 test -S b.sock || fail "a new initiator could not attach after the device came back"
+$NBD_OPS "nbd+unix:///disk0?socket=$PWD/b.sock" read:0:65536:5a read:1048576:4096:a5 \
+	write:2097152:4096:c3 read:2097152:4096:c3 || fail "I/O after the device came back"
+alive "$TGT_PID" || fail "target died"
+echo "PASS: removal took $(($(date +%s) - start)) s in all; target released $TGT_DEV, kept running, listened again"
