@@ -92,6 +92,7 @@ struct rb_reactor {
 	struct rb_cq *cq;
 	struct rb_poll cq_poll, wake_poll, timer_poll;
 	bool cq_fired; /* this round: cq_fd fired and was re-armed */
+	bool domain_lost; /* the CQ's device was removed: release it */
 
 	pthread_mutex_t inbox_lock;
 	struct rb_task *inbox_head, *inbox_tail;
@@ -161,6 +162,7 @@ void ini_queue_shutdown(struct rb_queue *q);
 bool ini_queue_quiet(const struct rb_queue *q);
 /* false: work requests still outstanding, the queue was leaked on purpose. */
 bool ini_queue_free(struct rb_queue *q);
+bool ini_queue_release_transport(struct rb_queue *q);
 
 /* session.c */
 void ini_session_tick(struct rb_session *s, uint64_t now_ms);

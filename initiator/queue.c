@@ -736,6 +736,33 @@ bool ini_queue_quiet(const struct rb_queue *q)
 	return !q->conn || !q->connected || q->wr_outstanding == 0;
 }
 
+/*
+ * The queue's device was removed: once nothing is outstanding, give back
+ * its registrations and connection (the kernel's removal of the device
+ * waits for that) but keep its memory, which frontends may still point
+ * at.  The queue stays dead: its I/O fails with EIO until the session is
+ * closed.  Returns true when it holds nothing on the transport any more.
+ */
+bool ini_queue_release_transport(struct rb_queue *q)
+{
+	if (!q->conn)
+		return true;
+	if (!q->dead)
+		ini_queue_fail(q, "its RDMA device was removed");
+	if (q->connected && q->wr_outstanding > 0)
+		return false;
+	if (q->rsps_mr)
+		q->ops->dereg_mr(q->rsps_mr);
+	if (q->caps_mr)
+		q->ops->dereg_mr(q->caps_mr);
+	if (q->pool_mr)
+		q->ops->dereg_mr(q->pool_mr);
+	q->rsps_mr = q->caps_mr = q->pool_mr = NULL;
+	q->ops->conn_destroy(q->conn);
+	q->conn = NULL;
+	return true;
+}
+
 bool ini_queue_free(struct rb_queue *q)
 {
 	if (q->conn && q->connected && q->wr_outstanding > 0) {

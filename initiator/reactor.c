@@ -156,6 +156,33 @@ static void tick(struct rb_reactor *r)
 		ini_queue_tick(r->queues[i], now);
 	if (r->owns_admin)
 		ini_session_tick(r->s, now);
+	if (r->cq && r->ops->domain_lost(r->domain))
+		r->domain_lost = true;
+}
+
+/*
+ * The CQ's device was removed: free the queues' connections and
+ * registrations as their work requests finish flushing, then the CQ, so
+ * the kernel can complete the removal (docs/transport-rdma.md).  Runs
+ * after a round, outside any handler or drain; retried every tick.
+ */
+static void release_lost_domain(struct rb_reactor *r)
+{
+	bool busy = false;
+
+	for (unsigned int i = 0; i < r->nr_queues; i++)
+		if (!ini_queue_release_transport(r->queues[i]))
+			busy = true;
+	if (busy || r->leaked_queue)
+		return;
+	rb_reactor_del(r, r->ops->cq_fd(r->cq));
+	r->ops->cq_destroy(r->cq);
+	r->cq = NULL;
+	r->domain = NULL;
+	r->domain_lost = false;
+	rb_info("reactor %d: released the %s completion queue and registrations on a removed "
+		"device",
+		r->id, r->ops->name);
 }
 
 static void on_cq(struct rb_poll *p, uint32_t events)
@@ -349,6 +376,8 @@ static void *reactor_main(void *arg)
 		settle(r, now || r->cq_fired);
 		if (r->cq)
 			r->ops->cq_cork(r->cq, false);
+		if (r->domain_lost)
+			release_lost_domain(r);
 		rb_spin_note(&r->spin, n > 0);
 	}
 	return NULL;
