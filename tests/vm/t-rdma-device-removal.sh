@@ -7,7 +7,10 @@
 #   - the target stays up and says what happened; the initiator's I/O fails with EIO
 #     instead of hanging;
 #   - once the device is back (rdma link add), the target listens again by itself and a new
-#     initiator reads the data written before the removal.
+#     initiator reads the data written before the removal;
+#   - then the initiators' device is removed: both initiators (one with a live session, one
+#     whose session died in step 1) free what they hold on it, so that removal completes
+#     too; I/O fails with EIO, and SIGTERM still ends them cleanly.
 # vm-timeout: 240
 . "$(dirname "$0")/lib.sh"
 
@@ -95,4 +98,32 @@ vm_wait_for 30 test -S b.sock || fail "a new initiator could not attach after th
 $NBD_OPS "nbd+unix:///disk0?socket=$PWD/b.sock" read:0:65536:5a read:1048576:4096:a5 \
 	write:2097152:4096:c3 read:2097152:4096:c3 || fail "I/O after the device came back"
 alive "$TGT_PID" || fail "target died"
-echo "PASS: removal took $(($(date +%s) - start)) s in all; target released $TGT_DEV, kept running, listened again"
+
+# 4. Remove the initiators' device.
+start=$(date +%s)
+rdma link delete "$INI_DEV" &
+DEL_PID=$!
+vm_wait_for 20 gone "$DEL_PID" ||
+	fail "rdma link delete $INI_DEV still blocked after 20 s: an initiator holds the device"
+wait "$DEL_PID" || fail "rdma link delete $INI_DEV failed"
+DEL_PID=
+echo "# rdma link delete $INI_DEV took $(($(date +%s) - start)) s"
+for p in "$INI_PID" "$INI2_PID"; do
+	alive "$p" || fail "an initiator died when its device was removed"
+done
+for f in ini.log ini2.log; do
+	log_has "$f" "device $INI_DEV was removed" || fail "$f: the removal is not logged"
+	log_has "$f" "released the rdma completion queue and registrations on a removed device" ||
+		fail "$f: the initiator did not say it released the device"
+done
+vm_no_dstate || fail "a process is in D state after the initiators' device was removed"
+timeout 30 $NBD_OPS "nbd+unix:///disk0?socket=$PWD/b.sock" fail:EIO:read:0:4096 ||
+	fail "I/O on a session whose device is gone did not fail with EIO"
+for p in "$INI2_PID" "$INI_PID"; do
+	kill -TERM "$p"
+	vm_wait_for 15 gone "$p" || fail "initiator $p did not exit on SIGTERM after the removal"
+	wait "$p" || fail "initiator $p exited with status $? after SIGTERM"
+done
+INI_PID= INI2_PID=
+alive "$TGT_PID" || fail "target died"
+echo "PASS: both removals completed; the daemons released the devices, kept running and stopped cleanly"
