@@ -4,7 +4,8 @@
  *   transport_rdma.c     domains (one PD per device), memory regions, the ops table
  *   transport_rdma_cq.c  the completion queue, its single pollable fd, completions
  *   transport_rdma_io.c  queue pair setup and the data path
- *   transport_rdma_cm.c  listen/accept/reject/connect, CM events
+ *   transport_rdma_cm.c  connect, teardown, CM events on the CQ's channel
+ *   transport_rdma_listen.c  listen, accept, reject
  */
 #include "config.h"
 

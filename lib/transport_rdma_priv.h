@@ -2,8 +2,9 @@
 /*
  * Internals of the "rdma" transport (librdmacm + libibverbs), shared by
  * transport_rdma.c (domains, memory), transport_rdma_cq.c (completion
- * queue), transport_rdma_io.c (QP, data path) and transport_rdma_cm.c
- * (connection management).
+ * queue), transport_rdma_io.c (QP, data path), transport_rdma_cm.c
+ * (active side, teardown, CM events) and transport_rdma_listen.c (passive
+ * side: listeners, accept, reject).
  */
 #ifndef RB_TRANSPORT_RDMA_PRIV_H
 #define RB_TRANSPORT_RDMA_PRIV_H
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -180,6 +182,42 @@ static inline struct rd_conn *to_rconn(struct rb_conn *c)
 	return (struct rd_conn *)c;
 }
 
+/* Private data framing helpers (see RD_PRIV_MAGIC). */
+static inline size_t rd_priv_frame(uint8_t *buf, const void *priv, size_t len)
+{
+	buf[0] = RD_PRIV_MAGIC;
+	buf[1] = (uint8_t)len;
+	if (len)
+		memcpy(buf + RD_PRIV_HDR, priv, len);
+	return RD_PRIV_HDR + len;
+}
+
+/* false: not framed by an rdmablk peer */
+static inline bool rd_priv_unframe(const void *data, size_t len, const uint8_t **out,
+				   size_t *olen)
+{
+	const uint8_t *p = data;
+
+	if (!p || len < RD_PRIV_HDR || p[0] != RD_PRIV_MAGIC || p[1] > len - RD_PRIV_HDR)
+		return false;
+	*out = p + RD_PRIV_HDR;
+	*olen = p[1];
+	return true;
+}
+
+static inline uint8_t rd_min3_u8(int a, int b, int c)
+{
+	int m = a < b ? a : b;
+
+	m = m < c ? m : c;
+	return (uint8_t)(m < 0 ? 0 : m > 255 ? 255 : m);
+}
+
+static inline uint8_t rd_retry_val(int v, int def)
+{
+	return (uint8_t)(v < 0 ? def : v > 7 ? 7 : v);
+}
+
 /* transport_rdma.c */
 int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out);
 void rd_dom_hold(struct rd_domain *d);
@@ -216,6 +254,17 @@ int rd_post_write(struct rb_conn *c, struct rb_cqe *cqe, const struct rb_sge *sg
 		  uint64_t raddr, uint32_t rkey);
 
 /* transport_rdma_cm.c */
+void rd_set_u8_option(struct rdma_cm_id *id, int name, int v, const char *what, const char *who);
+struct rd_conn *rd_conn_alloc(const struct rb_transport_opts *opts, enum rd_state st);
+int rd_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+		   struct rb_conn **out);
+int rd_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+	       const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
+void rd_disconnect(struct rb_conn *c);
+void rd_conn_destroy(struct rb_conn *c);
+void rd_cm_event(struct rd_cq *cq, struct rdma_cm_event *ev);
+
+/* transport_rdma_listen.c */
 int rd_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
 	      struct rb_listener **out);
 void rd_listener_close(struct rb_listener *l);
@@ -225,12 +274,6 @@ int rd_listener_get(struct rb_listener *l, struct rb_conn **out, const void **pr
 int rd_accept(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
 	      const void *priv, size_t priv_len);
 int rd_reject(struct rb_conn *c, const void *priv, size_t priv_len);
-int rd_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
-		   struct rb_conn **out);
-int rd_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
-	       const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
-void rd_disconnect(struct rb_conn *c);
-void rd_conn_destroy(struct rb_conn *c);
-void rd_cm_event(struct rd_cq *cq, struct rdma_cm_event *ev);
+void rd_lst_put(struct rd_listener *l);
 
 #endif
