@@ -7,10 +7,11 @@
 #   - the target stays up and says what happened; the initiator's I/O fails with EIO
 #     instead of hanging;
 #   - once the device is back (rdma link add), the target listens again by itself and a new
-#     initiator reads the data written before the removal;
-#   - then the initiators' device is removed: both initiators (one with a live session, one
-#     whose session died in step 1) free what they hold on it, so that removal completes
-#     too; I/O fails with EIO, and SIGTERM still ends them cleanly.
+#     initiator, attached as /dev/ublkbN, reads the data written before the removal;
+#   - then the initiators' device is removed: both initiators (the ublk one with a live
+#     session, the NBD one whose session died in step 1) free what they hold on it, so that
+#     removal completes too; I/O on /dev/ublkbN fails with EIO, and SIGTERM still ends both
+#     cleanly, the ublk device gone.
 # vm-timeout: 240
 . "$(dirname "$0")/lib.sh"
 
@@ -45,6 +46,7 @@ gone() { ! kill -0 "$1" 2>/dev/null; }
 log_has() { grep -q "$2" "$1"; }
 
 setup_rxe
+vm_modprobe ublk_drv
 truncate -s 16M disk.img
 cat >target.conf <<C
 [target]
@@ -91,12 +93,22 @@ rdma link add "$TGT_DEV" type rxe netdev "$TGT_IF" || fail "rdma link add $TGT_D
 vm_wait_for 20 _vm_rdma_ready || fail "$TGT_DEV not active again"
 vm_wait_for 15 log_has target.log "listening again on $TGT_ADDR:4520" ||
 	fail "target did not listen again once $TGT_DEV was back"
-$INI_BIN "rdma://$TGT_ADDR:4520/disk0" --nbd-socket "$PWD/b.sock" --queues 2 \
-	>ini2.out 2>ini2.log &
+$INI_BIN "rdma://$TGT_ADDR:4520/disk0" --ublk --queues 2 >ini2.out 2>ini2.log &
 INI2_PID=$!
-vm_wait_for 30 test -S b.sock || fail "a new initiator could not attach after the device came back"
-$NBD_OPS "nbd+unix:///disk0?socket=$PWD/b.sock" read:0:65536:5a read:1048576:4096:a5 \
-	write:2097152:4096:c3 read:2097152:4096:c3 || fail "I/O after the device came back"
+vm_wait_for 30 grep -q "^attached /dev/ublkb" ini2.out ||
+	fail "a new initiator could not attach after the device came back"
+UDEV=$(sed -n 's/^attached //p' ini2.out)
+# only_byte DEV OFF LEN HEX: the LEN bytes at OFF read with O_DIRECT are all HEX.
+only_byte() {
+	n=$(dd if="$1" bs=4096 skip=$(($2 / 4096)) count=$(($3 / 4096)) iflag=direct 2>/dev/null |
+		od -An -v -tx1 | tr -s ' \n' '\n\n' | grep -v -e '^$' -e "^$4\$" | wc -l)
+	[ "$n" = 0 ] && [ "$(dd if="$1" bs=4096 skip=$(($2 / 4096)) count=$(($3 / 4096)) \
+		iflag=direct 2>/dev/null | wc -c)" = "$3" ]
+}
+only_byte "$UDEV" 0 65536 5a && only_byte "$UDEV" 1048576 4096 a5 ||
+	fail "$UDEV does not read back the data written before the removal"
+printf '\303%.0s' $(seq 4096) | dd of="$UDEV" bs=4096 seek=512 oflag=direct 2>/dev/null &&
+	only_byte "$UDEV" 2097152 4096 c3 || fail "write and read back on $UDEV"
 alive "$TGT_PID" || fail "target died"
 
 # 4. Remove the initiators' device.
@@ -117,13 +129,16 @@ for f in ini.log ini2.log; do
 		fail "$f: the initiator did not say it released the device"
 done
 vm_no_dstate || fail "a process is in D state after the initiators' device was removed"
-timeout 30 $NBD_OPS "nbd+unix:///disk0?socket=$PWD/b.sock" fail:EIO:read:0:4096 ||
-	fail "I/O on a session whose device is gone did not fail with EIO"
+timeout 30 dd if="$UDEV" of=/dev/null bs=4096 count=1 iflag=direct 2>dd.err
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "Input/output error" dd.err ||
+	fail "a read of $UDEV whose device is gone did not fail with EIO (dd exit $rc: $(cat dd.err))"
 for p in "$INI2_PID" "$INI_PID"; do
 	kill -TERM "$p"
 	vm_wait_for 15 gone "$p" || fail "initiator $p did not exit on SIGTERM after the removal"
 	wait "$p" || fail "initiator $p exited with status $? after SIGTERM"
 done
 INI_PID= INI2_PID=
+vm_wait_for 5 test ! -e "$UDEV" || fail "$UDEV still present after its initiator exited"
 alive "$TGT_PID" || fail "target died"
 echo "PASS: both removals completed; the daemons released the devices, kept running and stopped cleanly"
