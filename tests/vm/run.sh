@@ -95,11 +95,15 @@ RDMABLK_VM_TESTS='$tests'
 RDMABLK_VM_TEST_TIMEOUT='$TEST_TIMEOUT'
 EOF
 
+# tsc=reliable: under TCG the guest's clocksource watchdog may call the TSC unstable
+# mid-run; the kernel then live-patches sched_clock's static key, and that int3-based
+# patching once crashed a CI guest (Oops: int3 in sched_clock_cpu).  TCG's TSC follows
+# the host clock on every vCPU, so it is reliable.
 set -- qemu-system-x86_64 -machine q35,accel=tcg -cpu max \
 	-smp "${RDMABLK_VM_SMP:-2}" -m "${RDMABLK_VM_MEM:-2048}" \
 	-nographic -no-reboot -nic none \
 	-kernel "$RDMABLK_VM_KERNEL" -initrd "$RDMABLK_VM_INITRD" \
-	-append "console=ttyS0 quiet panic=-1 rdmablk.init=$VMDIR/guest-init.sh" \
+	-append "console=ttyS0 quiet panic=-1 tsc=reliable rdmablk.init=$VMDIR/guest-init.sh" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$RESULTS",mount_tag=results,security_model=none
 
