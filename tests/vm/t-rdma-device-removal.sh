@@ -3,7 +3,9 @@
 #
 # Guest test: the target's RDMA device is removed (rdma link delete) while a session is up.
 #   - the removal completes within seconds: the target frees everything it held on the
-#     device (the kernel waits for that), and nothing stays in D state;
+#     device (the kernel waits for that), and nothing stays in D state; so does a second
+#     target, on a wildcard address, whose only session ended before: no CM event tells it,
+#     its once-a-second rescan must find the device gone;
 #   - the target stays up and says what happened; the initiator's I/O fails with EIO
 #     instead of hanging;
 #   - once the device is back (rdma link add), the target listens again by itself and a new
@@ -18,11 +20,11 @@
 TGT_BIN=$top_builddir/target/rdmablk-target
 INI_BIN=$top_builddir/initiator/rdmablk-initiator
 NBD_OPS=$top_builddir/tests/nbd-ops
-TGT_PID= INI_PID= INI2_PID= DEL_PID=
+TGT_PID= TGT2_PID= INI_PID= INI2_PID= DEL_PID=
 
 fail() {
 	echo "FAIL: $*"
-	for f in target.log ini.log ini2.log; do
+	for f in target.log target2.log ini.log ini2.log; do
 		[ -s "$f" ] && { echo "---- $f"; tail -n 25 "$f"; }
 	done
 	[ -z "$DEL_PID" ] || sed 's/^/# stuck removal: /' "/proc/$DEL_PID/stack" 2>/dev/null
@@ -32,7 +34,7 @@ fail() {
 # The daemons go first, whatever happened: a removal stuck on them then completes.
 cleanup() {
 	rc=$?
-	for p in $INI2_PID $INI_PID $TGT_PID; do
+	for p in $INI2_PID $INI_PID $TGT2_PID $TGT_PID; do
 		kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
@@ -67,6 +69,28 @@ A="nbd+unix:///disk0?socket=$PWD/a.sock"
 $NBD_OPS "$A" write:0:65536:5a write:1048576:4096:a5 flush read:0:65536:5a ||
 	fail "I/O before the removal"
 
+# The second target: one session over rxe0 that ends, leaving its reactor's CQ and buffer
+# registrations on the device with no connection (and so no CM event) left to report.
+truncate -s 1M disk2.img
+cat >target2.conf <<C
+[target]
+listen = rdma://0.0.0.0:4521
+threads = 1
+[export disk1]
+path = $PWD/disk2.img
+C
+$TGT_BIN --config target2.conf >target2.log 2>&1 &
+TGT2_PID=$!
+vm_wait_for 20 log_has target2.log "ready:" || fail "second target not ready"
+$INI_BIN "rdma://$TGT_ADDR:4521/disk1" --nbd-socket "$PWD/c.sock" --queues 1 >ini3.out 2>ini3.log &
+p=$!
+vm_wait_for 30 test -S c.sock || fail "initiator of the second target not ready"
+$NBD_OPS "nbd+unix:///disk1?socket=$PWD/c.sock" write:0:4096:11 read:0:4096:11 ||
+	fail "I/O on the second target"
+kill -TERM "$p" && wait "$p" || fail "initiator of the second target: SIGTERM"
+closed2() { [ "$(grep -c 'closing' target2.log)" -ge 2 ]; }
+vm_wait_for 10 closed2 || fail "the second target did not close the ended session's queues"
+
 # 1. Remove the target's device: this must finish, with both daemons still up.
 start=$(date +%s)
 rdma link delete "$TGT_DEV" &
@@ -83,6 +107,11 @@ vm_wait_for 10 log_has target.log "released everything held on removed device $T
 	fail "target did not release the device"
 log_has target.log "listener $TGT_ADDR:4520: its RDMA device was removed" ||
 	fail "target did not log that its listener lost the device"
+alive "$TGT2_PID" || fail "the second target died when the device was removed"
+log_has target2.log "device $TGT_DEV was removed (no longer listed)" ||
+	fail "the second target's rescan did not notice the removal"
+log_has target2.log "released everything held on removed device $TGT_DEV" ||
+	fail "the second target did not release the device"
 vm_no_dstate || fail "a process is in D state after the removal"
 
 # 2. The old session's I/O fails, promptly.
