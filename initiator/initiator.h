@@ -102,6 +102,7 @@ struct rb_reactor {
 	unsigned int nr_queues;
 	bool owns_admin;
 	bool leaked_queue; /* a queue on this CQ could not be freed: keep the CQ */
+	struct rb_task pause_task; /* recovery: park this thread (recover.c) */
 };
 
 struct rb_session {
@@ -118,6 +119,16 @@ struct rb_session {
 	bool connected; /* CONNECT succeeded: DISCONNECT at close */
 	bool closing; /* rb_session_close runs: losses are expected */
 	atomic_bool lost;
+	uint32_t cq_depth; /* of each reactor's CQ */
+
+	/* recovery (recover.c): a thread that reconnects while reactors are parked */
+	atomic_bool recovering; /* lost, reconnect in progress: keep commands */
+	bool rec_started, rec_gave_up;
+	pthread_t rec_thread;
+	pthread_mutex_t rec_lock;
+	pthread_cond_t rec_cond;
+	bool rec_wanted, rec_stop, rec_pause; /* under rec_lock */
+	unsigned int rec_paused; /* reactors parked; under rec_lock */
 
 	/* keep-alive, run by reactor 0 */
 	struct rb_io ka_io;
@@ -131,6 +142,9 @@ int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id);
 int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
 		       struct rb_domain *d, uint32_t depth);
 int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q);
+void ini_reactor_del_queue(struct rb_reactor *r, struct rb_queue *q);
+/* Destroy the CQ (nothing may be attached); a later set_cq makes a new one. */
+void ini_reactor_drop_cq(struct rb_reactor *r);
 int ini_reactor_start(struct rb_reactor *r);
 void ini_reactor_stop(struct rb_reactor *r);
 void ini_reactor_fini(struct rb_reactor *r);
@@ -163,9 +177,27 @@ bool ini_queue_quiet(const struct rb_queue *q);
 /* false: work requests still outstanding, the queue was leaked on purpose. */
 bool ini_queue_free(struct rb_queue *q);
 bool ini_queue_release_transport(struct rb_queue *q);
+/* Fail every command still waiting for an answer, and every slot waiter. */
+void ini_queue_fail_inflight(struct rb_queue *q);
+/* Recovery (recover.c, all reactors paused): a queue with nothing left on
+ * the transport connects again, keeping its memory and slots, and sends
+ * its unanswered commands again; unlink undoes a failed attempt. */
+int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg);
+void ini_queue_unlink(struct rb_queue *q);
 
 /* session.c */
 void ini_session_tick(struct rb_session *s, uint64_t now_ms);
 void ini_session_queue_died(struct rb_session *s, struct rb_queue *q);
+/* Drive every CQ from the calling thread until the queues are quiet. */
+void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms);
+/* One attempt: admin queue, CONNECT (the export must be unchanged), every
+ * I/O queue with its commands re-issued.  Reactors parked. */
+int ini_session_reconnect(struct rb_session *s);
+
+/* recover.c */
+int ini_recovery_init(struct rb_session *s);
+/* true: recovery is on and now runs (the loss is handled). */
+bool ini_recovery_start(struct rb_session *s);
+void ini_recovery_fini(struct rb_session *s);
 
 #endif

@@ -41,8 +41,9 @@ struct cli {
 	bool nbd_listen_any, list, busy_poll;
 	bool ublk; /* --ublk */
 	int ublk_id; /* --ublk-id; -1: not given */
-	uint32_t queues, depth, timeout, kato, threads, connect_timeout;
+	uint32_t queues, depth, timeout, kato, threads, connect_timeout, ctrl_loss, rc_delay;
 	bool queues_set, depth_set, timeout_set, kato_set, threads_set, connect_timeout_set;
+	bool ctrl_loss_set, rc_delay_set;
 	int tos, ack_timeout, retry_count, rnr_retry, poll_us; /* -1: not given */
 };
 
@@ -60,6 +61,8 @@ enum {
 	OPT_RETRY_COUNT,
 	OPT_RNR_RETRY,
 	OPT_CONNECT_TIMEOUT,
+	OPT_CTRL_LOSS,
+	OPT_RECONNECT_DELAY,
 	OPT_LIST,
 	OPT_NBD_DEVICE,
 	OPT_UBLK,
@@ -89,6 +92,8 @@ static const struct option long_opts[] = {
 	{ "retry-count", required_argument, NULL, OPT_RETRY_COUNT },
 	{ "rnr-retry", required_argument, NULL, OPT_RNR_RETRY },
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+	{ "ctrl-loss-tmo", required_argument, NULL, OPT_CTRL_LOSS },
+	{ "reconnect-delay", required_argument, NULL, OPT_RECONNECT_DELAY },
 	{ "list", no_argument, NULL, OPT_LIST },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -119,6 +124,10 @@ static void usage(FILE *f)
 		"                           (default %u, 0 = off)\n"
 		"      --threads N          reactor threads (default min(queues, CPUs))\n"
 		"      --connect-timeout MS transport connect timeout (default 5000)\n"
+		"      --ctrl-loss-tmo MS   when the target is lost, reconnect and re-issue\n"
+		"                           the unanswered commands for up to MS (I/O waits\n"
+		"                           meanwhile); 0 = fail I/O at once (default)\n"
+		"      --reconnect-delay MS between reconnect attempts (default 2000)\n"
 		"  -s, --nbd-socket PATH    serve NBD on a Unix socket (access: file mode)\n"
 		"  -l, --nbd-listen HOST:PORT\n"
 		"                           serve NBD on TCP; HOST must be loopback\n"
@@ -200,6 +209,14 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case OPT_CONNECT_TIMEOUT:
 			c->connect_timeout = parse_num("--connect-timeout", optarg, 100, 600000);
 			c->connect_timeout_set = true;
+			break;
+		case OPT_CTRL_LOSS:
+			c->ctrl_loss = parse_num("--ctrl-loss-tmo", optarg, 0, 3600000);
+			c->ctrl_loss_set = true;
+			break;
+		case OPT_RECONNECT_DELAY:
+			c->rc_delay = parse_num("--reconnect-delay", optarg, 100, 600000);
+			c->rc_delay_set = true;
 			break;
 		case 's': c->nbd_socket = optarg; break;
 		case 'l': c->nbd_listen = optarg; break;
@@ -380,6 +397,8 @@ static int build_run(const struct cli *c, struct run *r)
 	r->p.queue_depth = c->depth_set ? c->depth : r->attach.queue_depth;
 	r->p.timeout_ms = c->timeout_set ? c->timeout : r->attach.timeout_ms;
 	r->p.kato_ms = c->kato_set ? c->kato : DEFAULT_KATO_MS;
+	r->p.ctrl_loss_tmo_ms = c->ctrl_loss_set ? c->ctrl_loss : r->attach.ctrl_loss_tmo_ms;
+	r->p.reconnect_delay_ms = c->rc_delay_set ? c->rc_delay : r->attach.reconnect_delay_ms;
 	r->p.nr_reactors = c->threads_set ? c->threads : 0;
 	if (r->p.nr_io_queues == 0 || r->p.queue_depth == 0 || r->p.queue_depth > 4096 ||
 	    r->p.nr_io_queues > 256) {
@@ -570,6 +589,8 @@ static int serve(struct run *r, struct cli *c, int sfd)
 	}
 
 	sd_notify(0, "STOPPING=1");
+	/* A reconnect in progress parks the reactors the drain below needs. */
+	rb_session_cancel_recovery(s);
 	nbd_listeners_close(&ls);
 	/* The kernel first: it sends NBD_CMD_DISC and closes its sockets,
 	 * which the drain below then sees. */

@@ -99,8 +99,9 @@ unsigned int rb_queue_slots_for(const struct rb_queue *q, uint8_t opcode, uint32
 
 int rb_queue_slots_get(struct rb_queue *q, unsigned int n, struct rb_slot **out)
 {
+	/* Recovering: park (rb_queue_slots_wait) until reconnected or given up. */
 	if (q->dead)
-		return -EIO;
+		return atomic_load(&q->s->recovering) ? -EAGAIN : -EIO;
 	if (!n || n > q->depth)
 		return -EINVAL;
 	/* FIFO: a parked waiter goes first, or big requests would starve.
@@ -309,10 +310,8 @@ static void send_done(struct rb_cq *cq, struct rb_wc *wc)
 }
 
 /* After death: everything still waiting for an answer fails with EIO. */
-static void reap(struct rb_task *t)
+void ini_queue_fail_inflight(struct rb_queue *q)
 {
-	struct rb_queue *q = rb_container_of(t, struct rb_queue, reap_task);
-
 	if (!q->slots)
 		return;
 	for (uint32_t i = 0; i < q->alloc_depth; i++) {
@@ -336,6 +335,15 @@ static void reap(struct rb_task *t)
 
 		w->fn(w, -EIO);
 	}
+}
+
+/* A session being recovered keeps its commands for re-issue (recover.c). */
+static void reap(struct rb_task *t)
+{
+	struct rb_queue *q = rb_container_of(t, struct rb_queue, reap_task);
+
+	if (!atomic_load(&q->s->recovering))
+		ini_queue_fail_inflight(q);
 }
 
 static void kill_task(struct rb_task *t)
@@ -548,16 +556,6 @@ static int queue_alloc(struct rb_queue *q)
 	}
 	memset(q->caps, 0, (size_t)n * sizeof(*q->caps));
 	memset(q->rsps, 0, (size_t)n * sizeof(*q->rsps));
-	ret = reg(q, q->pool.base, q->pool.slab_size,
-		  RB_ACCESS_REMOTE_READ | RB_ACCESS_REMOTE_WRITE, &q->pool_mr, "data buffers");
-	if (!ret)
-		ret = reg(q, q->caps, (size_t)n * sizeof(*q->caps), RB_ACCESS_LOCAL, &q->caps_mr,
-			  "capsules");
-	if (!ret)
-		ret = reg(q, q->rsps, (size_t)n * sizeof(*q->rsps), RB_ACCESS_LOCAL, &q->rsps_mr,
-			  "responses");
-	if (ret)
-		return ret;
 	for (uint32_t i = 0; i < n; i++) {
 		struct rb_slot *sl = &q->slots[i];
 
@@ -570,6 +568,34 @@ static int queue_alloc(struct rb_queue *q)
 		q->recvs[i].cqe.done = recv_done;
 	}
 	return 0;
+}
+
+/* The queue's memory in the reactor's domain; undone by queue_deregister. */
+static int queue_register(struct rb_queue *q)
+{
+	uint32_t n = q->alloc_depth;
+	int ret;
+
+	ret = reg(q, q->pool.base, q->pool.slab_size,
+		  RB_ACCESS_REMOTE_READ | RB_ACCESS_REMOTE_WRITE, &q->pool_mr, "data buffers");
+	if (!ret)
+		ret = reg(q, q->caps, (size_t)n * sizeof(*q->caps), RB_ACCESS_LOCAL, &q->caps_mr,
+			  "capsules");
+	if (!ret)
+		ret = reg(q, q->rsps, (size_t)n * sizeof(*q->rsps), RB_ACCESS_LOCAL, &q->rsps_mr,
+			  "responses");
+	return ret;
+}
+
+static void queue_deregister(struct rb_queue *q)
+{
+	if (q->rsps_mr)
+		q->ops->dereg_mr(q->rsps_mr);
+	if (q->caps_mr)
+		q->ops->dereg_mr(q->caps_mr);
+	if (q->pool_mr)
+		q->ops->dereg_mr(q->pool_mr);
+	q->rsps_mr = q->caps_mr = q->pool_mr = NULL;
 }
 
 static int check_rep(struct rb_queue *q, const struct rb_cm_rep *rep, size_t len,
@@ -621,30 +647,20 @@ static int report_reject(struct rb_queue *q, const uint8_t *rbuf, size_t rlen)
 	return -ECONNREFUSED;
 }
 
-int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reactor *r,
-		      const struct ini_queue_cfg *cfg)
+/*
+ * Connection, CQ, registrations, receives: everything a queue has on the
+ * transport.  `first`: the queue's memory is allocated here too; on a
+ * reconnect it is kept (frontends point into it).
+ */
+static int queue_link(struct rb_queue *q, const struct ini_queue_cfg *cfg, bool first)
 {
-	const struct rb_transport_ops *ops = s->p.ops;
+	struct rb_session *s = q->s;
+	const struct rb_transport_ops *ops = q->ops;
 	struct rb_cm_req req;
 	struct rb_conn_caps caps;
 	uint8_t rbuf[256];
 	size_t rlen = sizeof(rbuf);
 	int ret;
-
-	memset(q, 0, sizeof(*q));
-	atomic_init(&q->gone, false);
-	q->s = s;
-	q->r = r;
-	q->ops = ops;
-	q->qid = cfg->qid;
-	q->alloc_depth = cfg->depth;
-	q->buf_size = cfg->buf_size;
-	q->handle = cfg->handle;
-	q->timeout_ms = s->p.timeout_ms;
-	q->reap_task.fn = reap;
-	q->wake_task.fn = wake_waiters;
-	q->kill_task.fn = kill_task;
-	snprintf(q->peer, sizeof(q->peer), "%s", s->target);
 
 	ret = ops->conn_create(&s->p.ep, &s->p.topts, &q->conn);
 	if (ret) {
@@ -654,10 +670,15 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 		return ret;
 	}
 	q->conn->ctx = q;
-	ret = ini_reactor_set_cq(r, ops, ops->conn_domain(q->conn), cfg->cq_depth);
+	ret = ini_reactor_set_cq(q->r, ops, ops->conn_domain(q->conn), cfg->cq_depth);
 	if (ret)
 		return ret;
-	ret = queue_alloc(q);
+	if (first) {
+		ret = queue_alloc(q);
+		if (ret)
+			return ret;
+	}
+	ret = queue_register(q);
 	if (ret)
 		return ret;
 
@@ -677,7 +698,7 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 		.max_rd_atomic = 0, /* we never READ target memory */
 		.max_dest_rd_atomic = 16, /* the target READs write data and CONNECT */
 	};
-	ret = ops->connect(q->conn, r->cq, &caps, &req, sizeof(req), rbuf, &rlen);
+	ret = ops->connect(q->conn, q->r->cq, &caps, &req, sizeof(req), rbuf, &rlen);
 	if (ret == -ECONNREFUSED)
 		return report_reject(q, rbuf, rlen);
 	if (ret) {
@@ -703,6 +724,32 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 			return ret;
 		}
 	}
+	return 0;
+}
+
+int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reactor *r,
+		      const struct ini_queue_cfg *cfg)
+{
+	int ret;
+
+	memset(q, 0, sizeof(*q));
+	atomic_init(&q->gone, false);
+	q->s = s;
+	q->r = r;
+	q->ops = s->p.ops;
+	q->qid = cfg->qid;
+	q->alloc_depth = cfg->depth;
+	q->buf_size = cfg->buf_size;
+	q->handle = cfg->handle;
+	q->timeout_ms = s->p.timeout_ms;
+	q->reap_task.fn = reap;
+	q->wake_task.fn = wake_waiters;
+	q->kill_task.fn = kill_task;
+	snprintf(q->peer, sizeof(q->peer), "%s", s->target);
+
+	ret = queue_link(q, cfg, true);
+	if (ret)
+		return ret;
 	/* Pop order 0, 1, 2...: keeps the hot buffers few. */
 	for (uint32_t i = 0; i < q->depth; i++) {
 		uint32_t cid = q->depth - 1 - i;
@@ -716,6 +763,86 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 	rb_info("%s: queue %u connected (peer %s, qp %u, depth %u, in-capsule %u, reactor %d)",
 		s->target, q->qid, q->peer, q->qpn, q->depth, q->incapsule, r->id);
 	return 0;
+}
+
+/* Send a command again, as it was, with a new deadline. */
+static int reissue(struct rb_queue *q, struct rb_slot *sl, uint64_t deadline)
+{
+	struct rb_io *io = sl->io;
+	int ret;
+
+	sl->resp_pending = false;
+	q->nr_inflight--;
+	ret = post_cmd(q, sl, io, sl->offset, sl->length, deadline);
+	if (ret) {
+		/* Still the io's: the next attempt, or the give-up, settles it. */
+		sl->io = io;
+		sl->resp_pending = true;
+		q->nr_inflight++;
+	}
+	return ret;
+}
+
+int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg)
+{
+	uint32_t old_depth = q->depth, n = 0;
+	uint64_t deadline = rb_now_ms() + q->timeout_ms;
+	int ret;
+
+	if (q->conn || q->wr_outstanding)
+		return -EBUSY;
+	q->handle = cfg->handle;
+	q->connected = q->disconnected = q->no_repost = false;
+	q->qpn = 0;
+	ret = queue_link(q, cfg, false);
+	if (ret)
+		return ret;
+	if (q->depth != old_depth) {
+		rb_err("%s: queue %u: the target now grants depth %u instead of %u", q->s->target,
+		       q->qid, q->depth, old_depth);
+		return -EPROTO;
+	}
+	q->dead = false;
+	q->stalled = false;
+	atomic_store(&q->gone, false);
+	for (uint32_t i = 0; i < q->depth; i++) {
+		struct rb_slot *sl = &q->slots[i];
+
+		if (!sl->resp_pending)
+			continue;
+		if (sl->timed_out || !sl->io) {
+			/* Its request already failed: only the slot was waiting. */
+			sl->resp_pending = false;
+			sl->timed_out = false;
+			sl->io = NULL;
+			q->nr_inflight--;
+			slot_maybe_free(q, sl);
+			continue;
+		}
+		ret = reissue(q, sl, deadline);
+		if (ret) {
+			rb_err("%s: queue %u: re-issue cid %u: %s", q->s->target, q->qid, sl->cid,
+			       strerror(-ret));
+			return ret;
+		}
+		n++;
+	}
+	rb_info("%s: queue %u reconnected (peer %s, qp %u); %u commands re-issued", q->s->target,
+		q->qid, q->peer, q->qpn, n);
+	return 0;
+}
+
+/* After a failed reconnect attempt: back to nothing on the transport. */
+void ini_queue_unlink(struct rb_queue *q)
+{
+	queue_deregister(q);
+	if (q->conn) {
+		q->ops->conn_destroy(q->conn);
+		q->conn = NULL;
+	}
+	q->connected = false;
+	q->dead = true;
+	atomic_store(&q->gone, true);
 }
 
 void ini_queue_shutdown(struct rb_queue *q)
@@ -751,13 +878,7 @@ bool ini_queue_release_transport(struct rb_queue *q)
 		ini_queue_fail(q, "its RDMA device was removed");
 	if (q->connected && q->wr_outstanding > 0)
 		return false;
-	if (q->rsps_mr)
-		q->ops->dereg_mr(q->rsps_mr);
-	if (q->caps_mr)
-		q->ops->dereg_mr(q->caps_mr);
-	if (q->pool_mr)
-		q->ops->dereg_mr(q->pool_mr);
-	q->rsps_mr = q->caps_mr = q->pool_mr = NULL;
+	queue_deregister(q);
 	q->ops->conn_destroy(q->conn);
 	q->conn = NULL;
 	return true;
@@ -778,13 +899,7 @@ bool ini_queue_free(struct rb_queue *q)
 		return false;
 	}
 	/* Regions first: the connection holds the domain they live in. */
-	if (q->rsps_mr)
-		q->ops->dereg_mr(q->rsps_mr);
-	if (q->caps_mr)
-		q->ops->dereg_mr(q->caps_mr);
-	if (q->pool_mr)
-		q->ops->dereg_mr(q->pool_mr);
-	q->rsps_mr = q->caps_mr = q->pool_mr = NULL;
+	queue_deregister(q);
 	if (q->conn) {
 		q->ops->conn_destroy(q->conn);
 		q->conn = NULL;

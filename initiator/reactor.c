@@ -175,11 +175,7 @@ static void release_lost_domain(struct rb_reactor *r)
 			busy = true;
 	if (busy || r->leaked_queue)
 		return;
-	rb_reactor_del(r, r->ops->cq_fd(r->cq));
-	r->ops->cq_destroy(r->cq);
-	r->cq = NULL;
-	r->domain = NULL;
-	r->domain_lost = false;
+	ini_reactor_drop_cq(r);
 	rb_info("reactor %d: released the %s completion queue and registrations on a removed "
 		"device",
 		r->id, r->ops->name);
@@ -190,6 +186,10 @@ static void on_cq(struct rb_poll *p, uint32_t events)
 	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, cq_poll);
 	int ret;
 
+	/* The CQ was replaced while this thread was parked earlier in the
+	 * same batch of events (recover.c): this event is the old one's. */
+	if (!r->cq)
+		return;
 	/* get event -> re-arm -> drain (the drain happens in settle()) */
 	r->cq_fired = true;
 	ret = r->ops->cq_arm(r->cq);
@@ -314,6 +314,27 @@ int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
 	if (ret)
 		rb_err("reactor %d: %s cq arm: %s", r->id, ops->name, strerror(-ret));
 	return ret;
+}
+
+void ini_reactor_del_queue(struct rb_reactor *r, struct rb_queue *q)
+{
+	for (unsigned int i = 0; i < r->nr_queues; i++) {
+		if (r->queues[i] == q) {
+			r->queues[i] = r->queues[--r->nr_queues];
+			return;
+		}
+	}
+}
+
+void ini_reactor_drop_cq(struct rb_reactor *r)
+{
+	if (!r->cq)
+		return;
+	rb_reactor_del(r, r->ops->cq_fd(r->cq));
+	r->ops->cq_destroy(r->cq);
+	r->cq = NULL;
+	r->domain = NULL;
+	r->domain_lost = false;
 }
 
 int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checked.h"
@@ -140,7 +141,9 @@ void ini_session_tick(struct rb_session *s, uint64_t now)
 
 void ini_session_queue_died(struct rb_session *s, struct rb_queue *q)
 {
-	if (q != &s->admin || s->closing || atomic_exchange(&s->lost, true))
+	if (s->closing || ini_recovery_start(s))
+		return;
+	if (q != &s->admin || atomic_exchange(&s->lost, true))
 		return;
 	rb_err("%s: session %016" PRIx64 " (export '%s') lost; all I/O now fails with EIO; "
 	       "restart the initiator to reconnect",
@@ -170,6 +173,7 @@ static struct rb_session *session_alloc(const struct rb_session_params *p, unsig
 {
 	struct rb_session *s = calloc(1, sizeof(*s));
 	bool v6 = strchr(p->ep.host, ':') != NULL;
+	pthread_condattr_t ca;
 
 	if (!s)
 		return NULL;
@@ -177,6 +181,13 @@ static struct rb_session *session_alloc(const struct rb_session_params *p, unsig
 	if (!s->p.incapsule)
 		s->p.incapsule = INI_DEFAULT_INCAPSULE;
 	atomic_init(&s->lost, false);
+	atomic_init(&s->recovering, false);
+	pthread_mutex_init(&s->rec_lock, NULL);
+	/* recover.c waits out reconnect_delay on the monotonic clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->rec_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	snprintf(s->target, sizeof(s->target), "%s://%s%s%s:%u", p->ops->name, v6 ? "[" : "",
 		 p->ep.host, v6 ? "]" : "", p->ep.port);
 	s->reactors = calloc(nr_r, sizeof(*s->reactors));
@@ -330,6 +341,7 @@ int rb_session_open(const struct rb_session_params *p, struct rb_session **out)
 		return -ENOMEM;
 	per_r = (p->nr_io_queues + nr_r - 1) / nr_r;
 	cq_depth = 2 * INI_ADMIN_DEPTH + per_r * 2 * p->queue_depth + 16;
+	s->cq_depth = cq_depth;
 
 	ret = admin_connect(s, cq_depth);
 	if (ret)
@@ -380,12 +392,74 @@ out_close:
 	return ret;
 }
 
+/* ---- reconnect ----------------------------------------------------------------- */
+
+/* What the re-established session must still be, for the queues as they are. */
+static int check_same_export(struct rb_session *s, const struct rb_export_info *old)
+{
+	const struct rb_export_info *in = &s->info;
+
+	if (in->size != old->size || in->block_size != old->block_size ||
+	    in->max_transfer < s->queues[0].buf_size || in->nr_io_queues < s->nr_queues ||
+	    s->granted_depth < s->queues[0].alloc_depth) {
+		rb_err("%s: export '%s' changed across the reconnect (size %" PRIu64 " -> %" PRIu64
+		       ", block %u -> %u, max transfer %u, %u I/O queues of depth %u granted): "
+		       "cannot resume its I/O",
+		       s->target, old->name, old->size, in->size, old->block_size, in->block_size,
+		       in->max_transfer, in->nr_io_queues, s->granted_depth);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int ini_session_reconnect(struct rb_session *s)
+{
+	struct rb_export_info old = s->info;
+	int ret;
+
+	/* The admin queue starts from scratch: nothing of it was the frontends'. */
+	ini_reactor_del_queue(s->admin.r, &s->admin);
+	if (!ini_queue_free(&s->admin))
+		return -EBUSY;
+	s->connected = false;
+	ret = admin_connect(s, s->cq_depth);
+	if (!ret)
+		ret = session_connect(s, s->p.export_name, s->p.kato_ms);
+	if (!ret)
+		ret = check_same_export(s, &old);
+	if (ret)
+		return ret;
+	s->info.nr_io_queues = old.nr_io_queues;
+	for (unsigned int i = 0; i < s->nr_queues; i++) {
+		struct rb_queue *q = &s->queues[i];
+		struct ini_queue_cfg cfg = {
+			.qid = q->qid,
+			.depth = q->alloc_depth,
+			.buf_size = q->buf_size,
+			.incapsule = s->p.incapsule,
+			.session_id = s->info.session_id,
+			.handle = s->handle,
+			.cq_depth = s->cq_depth,
+		};
+
+		ret = ini_queue_reconnect(q, &cfg);
+		if (ret)
+			return ret;
+	}
+	s->ka_busy = false;
+	s->ka_next_ms = rb_now_ms() + s->p.kato_ms / 2;
+	return 0;
+}
+
 /* ---- run and stop ------------------------------------------------------------ */
 
 int rb_session_start(struct rb_session *s)
 {
 	int ret;
 
+	ret = ini_recovery_init(s);
+	if (ret)
+		return ret;
 	s->ka_next_ms = rb_now_ms() + s->p.kato_ms / 2;
 	for (unsigned int i = 0; i < s->nr_reactors; i++) {
 		ret = ini_reactor_start(&s->reactors[i]);
@@ -399,6 +473,8 @@ int rb_session_start(struct rb_session *s)
 
 void rb_session_stop(struct rb_session *s)
 {
+	/* A recovery parks the reactors: it must end before they can stop. */
+	ini_recovery_fini(s);
 	for (unsigned int i = 0; i < s->nr_reactors; i++)
 		ini_reactor_stop(&s->reactors[i]);
 }
@@ -414,7 +490,7 @@ static bool queues_quiet(const struct rb_session *s, bool admin)
 }
 
 /* Drive every CQ until the queues' work requests have all completed. */
-static void wait_quiet(struct rb_session *s, bool admin, uint32_t ms)
+void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms)
 {
 	uint64_t deadline = rb_now_ms() + ms;
 	struct pollfd pfd[64];
@@ -472,11 +548,11 @@ void rb_session_close(struct rb_session *s)
 	/* I/O queues first (their outstanding work fails), then the session. */
 	for (unsigned int i = 0; i < s->nr_queues; i++)
 		ini_queue_shutdown(&s->queues[i]);
-	wait_quiet(s, false, INI_TEARDOWN_MS);
+	ini_session_wait_quiet(s, false, INI_TEARDOWN_MS);
 	session_disconnect(s);
 	s->connected = false;
 	ini_queue_shutdown(&s->admin);
-	wait_quiet(s, true, INI_TEARDOWN_MS);
+	ini_session_wait_quiet(s, true, INI_TEARDOWN_MS);
 	for (unsigned int i = 0; i < s->nr_queues; i++)
 		if (!ini_queue_free(&s->queues[i]))
 			s->queues[i].r->leaked_queue = true;
@@ -486,6 +562,8 @@ void rb_session_close(struct rb_session *s)
 		ini_reactor_fini(&s->reactors[i]);
 	free(s->queues);
 	free(s->reactors);
+	pthread_cond_destroy(&s->rec_cond);
+	pthread_mutex_destroy(&s->rec_lock);
 	free(s);
 }
 

@@ -43,7 +43,10 @@
  *
  *   A queue that dies (transport error, target gone, keep-alive lost)
  *   fails everything outstanding with -EIO promptly and every later
- *   rb_queue_slots_get/submit with -EIO.  Nothing ever waits forever:
+ *   rb_queue_slots_get/submit with -EIO -- unless ctrl_loss_tmo_ms is
+ *   set: then the session reconnects and re-issues what was unanswered
+ *   (recover.c), slot requests wait meanwhile (-EAGAIN), and only when it
+ *   gives up does the above happen.  Nothing ever waits forever:
  *   commands and slot waits both time out (params.timeout_ms), and once
  *   a command timed out the queue counts as stalled until the target
  *   answers anything again: meanwhile a request that finds no free slot
@@ -74,6 +77,11 @@ struct rb_session_params {
 	uint32_t queue_depth; /* requested per I/O queue */
 	uint32_t timeout_ms; /* per command and per slot wait */
 	uint32_t kato_ms; /* keep-alive timeout, 0 = none; KEEPALIVE every kato/2 */
+	/* Reconnect (NVMe-oF ctrl_loss_tmo / reconnect_delay): a lost session
+	 * is connected again, its unanswered commands re-issued, for up to
+	 * ctrl_loss_tmo_ms; 0 = fail I/O at once instead. */
+	uint32_t ctrl_loss_tmo_ms;
+	uint32_t reconnect_delay_ms; /* between attempts */
 	uint32_t nr_reactors; /* 0 = min(I/O queues, online CPUs) */
 	uint32_t incapsule; /* in-capsule write bytes to ask for; 0 = default */
 };
@@ -100,6 +108,9 @@ int rb_session_open(const struct rb_session_params *p, struct rb_session **out);
 int rb_session_start(struct rb_session *s);
 /* Stop and join the reactor threads; frontends must be quiet first. */
 void rb_session_stop(struct rb_session *s);
+/* Give up a reconnect in progress (shutdown): its I/O fails with EIO and
+ * the reactors run again.  Call before draining the frontends. */
+void rb_session_cancel_recovery(struct rb_session *s);
 /* DISCONNECT (bounded wait), tear down every queue, free.  Callbacks of
  * requests still outstanding run (with -EIO) from inside this call. */
 void rb_session_close(struct rb_session *s);

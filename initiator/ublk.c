@@ -595,6 +595,8 @@ int ublk_serve(const struct rb_session_params *p, int dev_id, int sig_fd)
 		}
 	}
 	sd_notify(0, "STOPPING=1");
+	/* A reconnect in progress parks the reactors STOP_DEV needs. */
+	rb_session_cancel_recovery(s);
 
 out_stop_dev:
 	ublk_dev_stop(d);

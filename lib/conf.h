@@ -58,6 +58,8 @@ struct rb_attach_conf {
 	uint32_t queues; /* I/O queues; default 2 */
 	uint32_t queue_depth; /* requested per queue; default 128 */
 	uint32_t timeout_ms; /* per-command timeout; default 30000 */
+	uint32_t ctrl_loss_tmo_ms; /* reconnect for this long; default 0 = off */
+	uint32_t reconnect_delay_ms; /* between attempts; default 2000 */
 	char nbd_socket[108]; /* Unix socket path; "" = none */
 	char nbd_listen[280]; /* HOST:PORT loopback TCP; "" = none */
 	char nbd_device[64]; /* "/dev/nbdN", "auto" or "" (none) */

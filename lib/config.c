@@ -167,6 +167,8 @@ static const struct key_desc attach_keys[] = {
 	NUM(struct rb_attach_conf, "queues", queues, K_U32, 1, 128),
 	NUM(struct rb_attach_conf, "queue-depth", queue_depth, K_U32, 1, 1024),
 	NUM(struct rb_attach_conf, "timeout", timeout_ms, K_U32, 100, 3600000),
+	NUM(struct rb_attach_conf, "ctrl-loss-tmo", ctrl_loss_tmo_ms, K_U32, 0, 3600000),
+	NUM(struct rb_attach_conf, "reconnect-delay", reconnect_delay_ms, K_U32, 100, 600000),
 	STR(struct rb_attach_conf, "nbd-socket", nbd_socket, NULL),
 	STR(struct rb_attach_conf, "nbd-listen", nbd_listen, rb_conf_check_hostport),
 	STR(struct rb_attach_conf, "nbd-device", nbd_device, rb_conf_check_nbd_device),
@@ -791,6 +793,7 @@ void rb_attach_conf_init(struct rb_attach_conf *a)
 	a->queues = 2;
 	a->queue_depth = 128;
 	a->timeout_ms = 30000;
+	a->reconnect_delay_ms = 2000;
 	a->ublk_id = RB_UBLK_ID_ANY;
 }
 

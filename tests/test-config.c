@@ -452,6 +452,10 @@ static void test_initiator(void)
 		      "3: queue-depth '1025': out of range (1..1024)");
 	bad_initiator("[attach a]\nuri = tcp://h/x\ntimeout = 99\n",
 		      "3: timeout '99': out of range (100..3600000)");
+	bad_initiator("[attach a]\nuri = tcp://h/x\nctrl-loss-tmo = 3600001\n",
+		      "3: ctrl-loss-tmo '3600001': out of range (0..3600000)");
+	bad_initiator("[attach a]\nuri = tcp://h/x\nreconnect-delay = 50\n",
+		      "3: reconnect-delay '50': out of range (100..600000)");
 	bad_initiator("[attach a]\nuri = tcp://h/x\nnbd-device = /dev/sda\n",
 		      "3: nbd-device '/dev/sda': want /dev/nbdN or auto");
 	bad_initiator("[attach a]\nuri = tcp://h/x\nnbd-device = /dev/nbd01\n",
@@ -504,6 +508,8 @@ static void test_initiator(void)
 			      "queues = 4\n"
 			      "queue-depth = 64\n"
 			      "timeout = 1000\n"
+			      "ctrl-loss-tmo = 60000\n"
+			      "reconnect-delay = 500\n"
 			      "nbd-socket = /run/rdmablk/disk0.sock\n"
 			      "nbd-listen = 127.0.0.1:10809\n"
 			      "nbd-device = /dev/nbd10\n"
@@ -525,6 +531,7 @@ static void test_initiator(void)
 	if (a) {
 		is_str(a->uri, "rdma://[fe80::1]:4600/vol%2F1", "uri kept verbatim");
 		ok(a->queues == 4 && a->queue_depth == 64 && a->timeout_ms == 1000, "numbers");
+		ok(a->ctrl_loss_tmo_ms == 60000 && a->reconnect_delay_ms == 500, "reconnect");
 		is_str(a->nbd_socket, "/run/rdmablk/disk0.sock", "nbd-socket");
 		is_str(a->nbd_listen, "127.0.0.1:10809", "nbd-listen");
 		is_str(a->nbd_device, "/dev/nbd10", "nbd-device");
@@ -540,6 +547,8 @@ static void test_initiator(void)
 		ok(a->nbd_socket[0] == '\0' && a->nbd_listen[0] == '\0', "no socket frontends");
 		is_str(a->nbd_device, "auto", "nbd-device auto");
 		ok(a->ublk_id == RB_UBLK_ID_ANY, "ublk-id default: the first free one");
+		ok(a->ctrl_loss_tmo_ms == 0 && a->reconnect_delay_ms == 2000,
+		   "reconnect defaults: off, 2000 ms apart");
 	}
 	ok(rb_initiator_conf_attach(&c, "disk") == NULL, "lookup of a missing attach");
 	rb_initiator_conf_free(&c);
