@@ -3,6 +3,7 @@
 # started again on the same port.  The initiator reconnects, re-issues what was
 # unanswered, and fio finishes with every block verified and no error.  Then the
 # target is killed for good: I/O waits out --ctrl-loss-tmo, then fails with EIO.
+# SIGTERM during reconnect attempts stops them and exits cleanly.
 . "$top_srcdir/tests/helpers.sh"
 requires fio timeout
 
@@ -58,4 +59,16 @@ grep -q "given up" "$T/ini.log" || fail "the initiator did not log giving up"
 pid_alive "$T/ini.pid" || fail "the initiator died"
 stop_and_status "$T/ini.pid"
 [ "$stop_rc" -eq 0 ] || fail "initiator exit status $stop_rc after SIGTERM"
-echo "ok: two restarts survived with verified data; gave up after ${took}s"
+
+# SIGTERM while reconnecting ends the attempts at once: a clean exit, not a wait.
+start_target "$T/target.conf" target
+start_initiator ini2 "$(target_url "$port")/disk0" --ctrl-loss-tmo 600000 --reconnect-delay 1000
+kill -KILL "$(cat "$T/target.pid")"
+wait_until 20 grep -q "reconnect attempt 1 failed" "$T/ini2.log" ||
+	fail "ini2 did not start reconnecting"
+start=$(date +%s)
+stop_and_status "$T/ini2.pid"
+[ "$stop_rc" -eq 0 ] || fail "SIGTERM during a reconnect: exit status $stop_rc"
+[ $(($(date +%s) - start)) -le 10 ] || fail "SIGTERM during a reconnect took over 10 s"
+grep -q "given up (shutting down)" "$T/ini2.log" || fail "ini2 did not log the give-up on shutdown"
+echo "ok: two restarts survived with verified data; gave up after ${took}s; SIGTERM while reconnecting"
