@@ -236,10 +236,11 @@ static void *rec_main(void *arg)
 			pthread_cond_wait(&s->rec_cond, &s->rec_lock);
 		if (!s->rec_wanted)
 			break;
+		/* Cleared first: a loss right after this recovery asks again. */
+		s->rec_wanted = false;
 		pthread_mutex_unlock(&s->rec_lock);
 		recover(s);
 		pthread_mutex_lock(&s->rec_lock);
-		s->rec_wanted = false;
 	}
 	pthread_mutex_unlock(&s->rec_lock);
 	return NULL;
