@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "checked.h"
+#include "deadline.h"
 #include "log.h"
 #include "nbd_priv.h"
 
@@ -179,16 +180,9 @@ static void force_task(struct rb_task *t)
 
 static bool wait_clients(struct nbd_server *srv, uint32_t ms)
 {
-	struct timespec ts;
+	struct timespec ts = rb_deadline_ts(CLOCK_REALTIME, ms);
 	bool idle;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&srv->lock);
 	while (srv->nr_clients && pthread_cond_timedwait(&srv->cond, &srv->lock, &ts) == 0)
 		;

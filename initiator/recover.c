@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "checked.h"
+#include "deadline.h"
 #include "initiator.h"
 #include "log.h"
 
@@ -143,16 +144,9 @@ static void reap_queue(struct rb_queue *q)
 /* Sleep delay_ms unless shutdown asks first; false: shutdown. */
 static bool rec_sleep(struct rb_session *s, uint32_t delay_ms)
 {
-	struct timespec ts;
+	struct timespec ts = rb_deadline_ts(CLOCK_MONOTONIC, delay_ms);
 	bool stop;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += delay_ms / 1000;
-	ts.tv_nsec += (long)(delay_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&s->rec_lock);
 	while (!s->rec_stop && pthread_cond_timedwait(&s->rec_cond, &s->rec_lock, &ts) == 0)
 		;

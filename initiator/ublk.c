@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "checked.h"
+#include "deadline.h"
 #include "log.h"
 #include "ublk_priv.h"
 #include "wire.h"
@@ -269,11 +270,9 @@ void ublk_dev_queue_ended(struct ublk_dev *d)
 /* Wait until acks reaches want; false after ACK_TIMEOUT_MS. */
 static bool wait_acks(struct ublk_dev *d, unsigned int want, const char *what)
 {
-	struct timespec ts;
+	struct timespec ts = rb_deadline_ts(CLOCK_REALTIME, ACK_TIMEOUT_MS);
 	bool ok = true;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ACK_TIMEOUT_MS / 1000;
 	pthread_mutex_lock(&d->lock);
 	while (d->acks < want && ok)
 		ok = pthread_cond_timedwait(&d->cond, &d->lock, &ts) == 0 || d->acks >= want;
