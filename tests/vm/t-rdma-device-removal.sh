@@ -9,7 +9,8 @@
 #   - the target stays up and says what happened; the initiator's I/O fails with EIO
 #     instead of hanging;
 #   - once the device is back (rdma link add), the target listens again by itself and a new
-#     initiator, attached as /dev/ublkbN, reads the data written before the removal;
+#     initiator, attached as /dev/ublkbN, reads the data written before the removal; a third
+#     initiator, with --ctrl-loss-tmo, reconnected by itself meanwhile and reads it too;
 #   - then the initiators' device is removed: both initiators (the ublk one with a live
 #     session, the NBD one whose session died in step 1) free what they hold on it, so that
 #     removal completes too; I/O on /dev/ublkbN fails with EIO, and SIGTERM still ends both
@@ -20,11 +21,11 @@
 TGT_BIN=$top_builddir/target/rdmablk-target
 INI_BIN=$top_builddir/initiator/rdmablk-initiator
 NBD_OPS=$top_builddir/tests/nbd-ops
-TGT_PID= TGT2_PID= INI_PID= INI2_PID= DEL_PID=
+TGT_PID= TGT2_PID= INI_PID= INI2_PID= RINI_PID= DEL_PID=
 
 fail() {
 	echo "FAIL: $*"
-	for f in target.log target2.log ini.log ini2.log; do
+	for f in target.log target2.log ini.log ini2.log rini.log; do
 		[ -s "$f" ] && { echo "---- $f"; tail -n 25 "$f"; }
 	done
 	[ -z "$DEL_PID" ] || sed 's/^/# stuck removal: /' "/proc/$DEL_PID/stack" 2>/dev/null
@@ -34,7 +35,7 @@ fail() {
 # The daemons go first, whatever happened: a removal stuck on them then completes.
 cleanup() {
 	rc=$?
-	for p in $INI2_PID $INI_PID $TGT2_PID $TGT_PID; do
+	for p in $RINI_PID $INI2_PID $INI_PID $TGT2_PID $TGT_PID; do
 		kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
@@ -68,6 +69,13 @@ vm_wait_for 30 test -S a.sock || fail "initiator not ready"
 A="nbd+unix:///disk0?socket=$PWD/a.sock"
 $NBD_OPS "$A" write:0:65536:5a write:1048576:4096:a5 flush read:0:65536:5a ||
 	fail "I/O before the removal"
+# The reconnecting one.
+$INI_BIN "rdma://$TGT_ADDR:4520/disk0" --nbd-socket "$PWD/r.sock" --queues 2 \
+	--ctrl-loss-tmo 90000 --reconnect-delay 1000 >rini.out 2>rini.log &
+RINI_PID=$!
+vm_wait_for 30 test -S r.sock || fail "reconnecting initiator not ready"
+R="nbd+unix:///disk0?socket=$PWD/r.sock"
+$NBD_OPS "$R" read:0:65536:5a || fail "I/O through the reconnecting initiator"
 
 # The second target: one session over rxe0 that ends, leaving its reactor's CQ and buffer
 # registrations on the device with no connection (and so no CM event) left to report.
@@ -122,6 +130,10 @@ rdma link add "$TGT_DEV" type rxe netdev "$TGT_IF" || fail "rdma link add $TGT_D
 vm_wait_for 20 _vm_rdma_ready || fail "$TGT_DEV not active again"
 vm_wait_for 15 log_has target.log "listening again on $TGT_ADDR:4520" ||
 	fail "target did not listen again once $TGT_DEV was back"
+vm_wait_for 30 log_has rini.log "re-established" ||
+	fail "the initiator with --ctrl-loss-tmo did not reconnect once the target listened again"
+$NBD_OPS "$R" read:0:65536:5a read:1048576:4096:a5 write:3145728:4096:3c read:3145728:4096:3c ||
+	fail "I/O through the reconnected session"
 $INI_BIN "rdma://$TGT_ADDR:4520/disk0" --ublk --queues 2 >ini2.out 2>ini2.log &
 INI2_PID=$!
 vm_wait_for 30 grep -q "^attached /dev/ublkb" ini2.out ||
@@ -149,7 +161,7 @@ vm_wait_for 20 gone "$DEL_PID" ||
 wait "$DEL_PID" || fail "rdma link delete $INI_DEV failed"
 DEL_PID=
 echo "# rdma link delete $INI_DEV took $(($(date +%s) - start)) s"
-for p in "$INI_PID" "$INI2_PID"; do
+for p in "$INI_PID" "$INI2_PID" "$RINI_PID"; do
 	alive "$p" || fail "an initiator died when its device was removed"
 done
 for f in ini.log ini2.log; do
@@ -162,12 +174,14 @@ timeout 30 dd if="$UDEV" of=/dev/null bs=4096 count=1 iflag=direct 2>dd.err
 rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "Input/output error" dd.err ||
 	fail "a read of $UDEV whose device is gone did not fail with EIO (dd exit $rc: $(cat dd.err))"
-for p in "$INI2_PID" "$INI_PID"; do
+# The reconnecting initiator freed the device too, and keeps trying.
+log_has rini.log "given up" && fail "the reconnecting initiator gave up early"
+for p in "$INI2_PID" "$INI_PID" "$RINI_PID"; do
 	kill -TERM "$p"
 	vm_wait_for 15 gone "$p" || fail "initiator $p did not exit on SIGTERM after the removal"
 	wait "$p" || fail "initiator $p exited with status $? after SIGTERM"
 done
-INI_PID= INI2_PID=
+INI_PID= INI2_PID= RINI_PID=
 vm_wait_for 5 test ! -e "$UDEV" || fail "$UDEV still present after its initiator exited"
 alive "$TGT_PID" || fail "target died"
 echo "PASS: both removals completed; the daemons released the devices, kept running and stopped cleanly"
