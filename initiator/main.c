@@ -531,7 +531,7 @@ static int serve(struct run *r, struct cli *c, int sfd)
 	/* Drain time: in-flight commands end within the command timeout. */
 	drain_ms = r->p.timeout_ms + 1000 < DRAIN_MAX_MS ? r->p.timeout_ms + 1000 : DRAIN_MAX_MS;
 	if (kdev) {
-		ret = nbd_kdev_attach(kdev, srv, s, r->p.timeout_ms);
+		ret = nbd_kdev_attach(kdev, srv, s, r->p.timeout_ms, r->p.ctrl_loss_tmo_ms);
 		if (ret)
 			goto out_stop_session;
 		/* Scripts wait for this line: the device is live now. */

@@ -21,7 +21,8 @@
 #include "nbd_netlink.h"
 
 /* The kernel's timeout must fire only after ours: a request may wait for
- * slots and then for its command, each up to the command timeout. */
+ * slots and then for its command, each up to the command timeout, and
+ * besides that for a reconnect (ctrl-loss-tmo). */
 #define KERNEL_TIMEOUT_SLACK_S 5
 /* Nothing ever reconnects a socket (no NBD_CMD_RECONFIGURE): once every
  * socket is dead, fail I/O at once instead of waiting for a new one. */
@@ -198,7 +199,7 @@ static int make_sockets(struct nbd_server *srv, struct rb_session *s, int *kfds,
 }
 
 static int fill_config(struct nbd_nl_config *c, const struct nbd_export_desc *e, int index,
-		       uint32_t timeout_ms)
+		       uint32_t timeout_ms, uint32_t hold_ms)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t bs = e->min_block < 512 ? 512 : e->min_block;
@@ -231,7 +232,7 @@ static int fill_config(struct nbd_nl_config *c, const struct nbd_export_desc *e,
 		return -EINVAL;
 	}
 	c->server_flags = e->tflags;
-	c->timeout_s = (2ull * timeout_ms + 999) / 1000 + KERNEL_TIMEOUT_SLACK_S;
+	c->timeout_s = (2ull * timeout_ms + hold_ms + 999) / 1000 + KERNEL_TIMEOUT_SLACK_S;
 	c->dead_conn_timeout_s = DEAD_CONN_TIMEOUT_S;
 	return 0;
 }
@@ -276,7 +277,7 @@ out_free:
 }
 
 int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct rb_session *s,
-		    uint32_t timeout_ms)
+		    uint32_t timeout_ms, uint32_t hold_ms)
 {
 	const struct nbd_export_desc *e = nbd_server_export(srv);
 	unsigned int nq = rb_session_nr_queues(s);
@@ -285,7 +286,7 @@ int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct rb_sessio
 	bool connected = false;
 	int index = d->index, *kfds, ret;
 
-	ret = fill_config(&c, e, d->index, timeout_ms);
+	ret = fill_config(&c, e, d->index, timeout_ms, hold_ms);
 	if (ret)
 		return ret;
 	kfds = malloc(nq * sizeof(*kfds));

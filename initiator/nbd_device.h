@@ -41,11 +41,13 @@ int nbd_kdev_open(const char *device, struct nbd_kdev **out);
  * Reactors running.  Creates the socket pairs, hands our ends to srv,
  * NBD_CMD_CONNECT with the export's size, block size and flags, confirms
  * with NBD_CMD_STATUS, and caps the kernel's request size at what one NBD
- * request may carry here.  timeout_ms: the session's command timeout.
+ * request may carry here.  timeout_ms: the session's command timeout;
+ * hold_ms: how much longer a request may be held while the session
+ * reconnects (its ctrl-loss-tmo).  The kernel's timeout covers both.
  * On failure everything done here is undone (logged); free d after.
  */
 int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct rb_session *s,
-		    uint32_t timeout_ms);
+		    uint32_t timeout_ms, uint32_t hold_ms);
 /* "/dev/nbdN" once attached. */
 const char *nbd_kdev_name(const struct nbd_kdev *d);
 int nbd_kdev_index(const struct nbd_kdev *d);

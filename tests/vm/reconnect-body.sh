@@ -4,13 +4,15 @@
 # target is frozen (commands pile up unanswered), killed and started again while fio
 # writes with checksums through the block device.  The initiator (--ctrl-loss-tmo)
 # reconnects and re-issues what was unanswered: fio ends without an error and every block
-# verifies; nothing is left in D state; SIGTERM still detaches cleanly.
+# verifies; nothing is left in D state; SIGTERM still detaches cleanly.  The target stays
+# away for 12 s, longer than the kernel NBD driver would wait for a command timeout of 3 s
+# alone: the device's own timeout must cover the reconnect window too.
 
 vm_requires fio timeout
 fe_setup
 truncate -s 128M disk.img
 fe_start_target "$PWD/disk.img"
-fe_attach --queues 2 --queue-depth 32 --timeout 30000 --ctrl-loss-tmo 30000 \
+fe_attach --queues 2 --queue-depth 32 --timeout 3000 --ctrl-loss-tmo 30000 \
 	--reconnect-delay 500
 
 # Small writes (in-capsule) in one half, large ones (target-pulled) in the other; --rate
@@ -25,7 +27,7 @@ fe_alive "$fio_pid" || { cat fio.log fio.err; fe_fail "fio ended before the rest
 kill -STOP "$TGT_PID"
 sleep 1
 fe_kill_target
-sleep 1
+sleep 12
 start=$(cut -d. -f1 /proc/uptime)
 fe_start_target "$PWD/disk.img"
 vm_wait_for 40 grep -q "re-established" ini.log || fe_fail "the initiator did not reconnect"
