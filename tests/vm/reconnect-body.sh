@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 #
-# Body of t-{nbd,ublk}-reconnect-rdma.sh, sourced after lib.sh and a frontend library: the
+# Body of t-{nbd,ublk}-reconnect-{rdma,tcp}.sh, sourced after lib.sh and a frontend library: the
 # target is frozen (commands pile up unanswered), killed and started again while fio
 # writes with checksums through the block device.  The initiator (--ctrl-loss-tmo)
 # reconnects and re-issues what was unanswered: fio ends without an error and every block

@@ -1,0 +1,9 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Guest test: the target restarts under fio on the ublk device; the initiator reconnects and
+# the data verifies (see reconnect-body.sh).
+# vm-timeout: 300
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/ublk-lib.sh"
+. "$(dirname "$0")/reconnect-body.sh"
