@@ -50,6 +50,8 @@ for t in $RDMABLK_VM_TESTS; do
 	*) res="FAIL (exit $rc)" nfail=$((nfail + 1)) ;;
 	esac
 	echo "rdmablk-vm: --- $name: $res in $((end - start)) s"
+	# The scratch dirs live in the guest's RAM (tmpfs): keep only a failed test's.
+	[ "$rc" != 0 ] || rm -rf "$scratch"
 done
 echo "$npass passed, $nfail failed, $nskip skipped" >"$RES/done"
 echo "rdmablk-vm: guest: $npass passed, $nfail failed, $nskip skipped"
