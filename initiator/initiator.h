@@ -181,9 +181,9 @@ bool ini_queue_release_transport(struct rb_queue *q);
 void ini_queue_fail_inflight(struct rb_queue *q);
 /* Recovery (recover.c, all reactors paused): a queue with nothing left on
  * the transport connects again, keeping its memory and slots, and sends
- * its unanswered commands again; unlink undoes a failed attempt. */
+ * its unanswered commands again (a failed attempt is undone by
+ * ini_queue_release_transport once the queue is quiet). */
 int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg);
-void ini_queue_unlink(struct rb_queue *q);
 
 /* session.c */
 void ini_session_tick(struct rb_session *s, uint64_t now_ms);

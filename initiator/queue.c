@@ -832,19 +832,6 @@ int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg)
 	return 0;
 }
 
-/* After a failed reconnect attempt: back to nothing on the transport. */
-void ini_queue_unlink(struct rb_queue *q)
-{
-	queue_deregister(q);
-	if (q->conn) {
-		q->ops->conn_destroy(q->conn);
-		q->conn = NULL;
-	}
-	q->connected = false;
-	q->dead = true;
-	atomic_store(&q->gone, true);
-}
-
 void ini_queue_shutdown(struct rb_queue *q)
 {
 	if (!q->conn)
