@@ -48,6 +48,7 @@ static const char *const status_names[RB_S_MAX] = {
 	[RB_S_INVALID_QUEUE] = "INVALID_QUEUE",
 	[RB_S_BAD_VERSION] = "BAD_VERSION",
 	[RB_S_BUSY] = "BUSY",
+	[RB_S_PREDECESSOR_BUSY] = "PREDECESSOR_BUSY",
 };
 
 const char *rb_status_name(unsigned int status)
@@ -92,6 +93,7 @@ int rb_status_errno(unsigned int status)
 	case RB_S_UNKNOWN_EXPORT: return ENOENT;
 	case RB_S_ACCESS_DENIED: return EACCES;
 	case RB_S_BUSY: return EAGAIN;
+	case RB_S_PREDECESSOR_BUSY: return EBUSY;
 	case RB_S_ABORTED: return ESHUTDOWN;
 	case RB_S_IO_ERROR:
 	case RB_S_TRANSFER_ERROR:

@@ -65,6 +65,7 @@ enum rb_status {
 	RB_S_INVALID_QUEUE = 14, /* admin opcode on I/O queue or vice versa */
 	RB_S_BAD_VERSION = 15,
 	RB_S_BUSY = 16,
+	RB_S_PREDECESSOR_BUSY = 17, /* replaced session still has commands in flight */
 	RB_S_MAX
 };
 
@@ -165,7 +166,8 @@ struct rb_connect_req {
 	uint16_t queue_depth; /* 8: requested per I/O queue */
 	uint16_t rsvd0; /* 10 */
 	uint32_t kato_ms; /* 12: keep-alive timeout, 0 = none */
-	uint8_t rsvd1[16]; /* 16 */
+	uint64_t replaces; /* 16: session this one replaces (reconnect), 0 = none */
+	uint8_t rsvd1[8]; /* 24 */
 	char hostid[RB_HOSTID_MAX]; /* 32: NUL-terminated */
 	char export_name[RB_EXPORT_NAME_MAX]; /* 256: NUL-terminated */
 } __attribute__((packed));

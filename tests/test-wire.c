@@ -65,6 +65,7 @@ static void test_layout(void)
 	is_int(offsetof(struct rb_capsule, sgl) + offsetof(struct rb_sgl, type), 40,
 	       "sgl.type at byte 40");
 	is_int(offsetof(struct rb_response, result), 8, "result at byte 8");
+	is_int(offsetof(struct rb_connect_req, replaces), 16, "replaces at byte 16");
 	is_int(offsetof(struct rb_connect_req, hostid), 32, "hostid at byte 32");
 	is_int(offsetof(struct rb_connect_req, export_name), 256, "export name at byte 256");
 	is_int(RB_CONNECT_BUF_SIZE, 576, "connect buffer is 576 bytes");
