@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,62 +124,77 @@ static uint16_t min16(uint32_t a, uint32_t b)
 	return (uint16_t)(a < b ? a : b);
 }
 
-static void admin_connect(struct tgt_req *req)
+/* How long a CONNECT waits for the session it replaces, before it is refused
+ * (PREDECESSOR_BUSY) and the host retries: well inside its command timeout. */
+#define PREDECESSOR_WAIT_NS (2000ull * 1000000ull)
+
+static struct tgt_export *find_export(struct tgt_target *t, const char *name)
+{
+	for (int i = 0; i < t->nr_exports; i++)
+		if (strcmp(t->exports[i].conf->name, name) == 0)
+			return &t->exports[i];
+	return NULL;
+}
+
+/* Granted I/O queues, depth and keep-alive: the host's asks within our limits. */
+static void connect_grant(const struct tgt_target *t, const struct rb_connect_req *cr,
+			  uint16_t *nq, uint16_t *depth, uint32_t *kato)
+{
+	*nq = min16(rb_from_le16(cr->nr_io_queues), t->conf.max_io_queues);
+	*depth = min16(rb_from_le16(cr->queue_depth), t->conf.max_queue_depth);
+	*kato = rb_from_le32(cr->kato_ms);
+	if (*kato > t->conf.keepalive_ms)
+		*kato = t->conf.keepalive_ms;
+}
+
+/*
+ * The session a reconnecting host names in CONNECT: it is ended here, and
+ * the reference taken keeps it in the table until its queues, and the
+ * commands still executing in them, are gone.  Only the same host id on the
+ * same export may end a session; anything else (already gone, after a
+ * target restart) is no predecessor.
+ */
+static struct tgt_session *session_take_predecessor(uint64_t id, const char *hostid,
+						    const struct tgt_export *e)
+{
+	struct tgt_session *s;
+	unsigned int refs;
+
+	pthread_mutex_lock(&sessions_lock);
+	for (s = sessions; s; s = s->next)
+		if (s->id == id)
+			break;
+	if (s && (s->export != e || strcmp(s->hostid, hostid) != 0))
+		s = NULL;
+	if (s) {
+		/* Not one whose last reference is being dropped right now. */
+		refs = atomic_load(&s->refs);
+		do {
+			if (refs == 0) {
+				s = NULL;
+				break;
+			}
+		} while (!atomic_compare_exchange_weak(&s->refs, &refs, refs + 1));
+	}
+	if (s)
+		atomic_store(&s->dead, true);
+	pthread_mutex_unlock(&sessions_lock);
+	return s;
+}
+
+/* Creates the session and answers a CONNECT admin_connect validated. */
+static void connect_finish(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
 	struct tgt_target *t = q->r->t;
 	const struct rb_connect_req *cr = req->buf;
 	struct rb_connect_rsp *rsp = (void *)((char *)req->buf + RB_CONNECT_RSP_OFFSET);
-	struct tgt_export *e = NULL;
+	struct tgt_export *e = cr->export_name[0] ? find_export(t, cr->export_name) : NULL;
 	struct tgt_session *s;
 	uint16_t nq, depth;
 	uint32_t kato;
 
-	if (q->session) {
-		rb_warn("queue 0 (peer %s): second CONNECT refused", q->peer);
-		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
-		return;
-	}
-	if (rb_from_le32(cr->magic) != RB_MAGIC || rb_from_le16(cr->version) != RB_PROTO_VERSION) {
-		rb_warn("queue 0 (peer %s): CONNECT with magic %#x version %u refused", q->peer,
-			rb_from_le32(cr->magic), rb_from_le16(cr->version));
-		tgt_req_complete(req, RB_S_BAD_VERSION, 0);
-		return;
-	}
-	if (!field_terminated(cr->hostid, sizeof(cr->hostid)) || !cr->hostid[0] ||
-	    !field_terminated(cr->export_name, sizeof(cr->export_name))) {
-		rb_warn("queue 0 (peer %s): CONNECT with unterminated host id or export name",
-			q->peer);
-		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
-		return;
-	}
-	/* An empty export name asks for a discovery session (LIST_EXPORTS only). */
-	if (cr->export_name[0]) {
-		for (int i = 0; i < t->nr_exports; i++)
-			if (strcmp(t->exports[i].conf->name, cr->export_name) == 0)
-				e = &t->exports[i];
-		if (!e) {
-			rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer,
-				cr->hostid, cr->export_name);
-			tgt_req_complete(req, RB_S_UNKNOWN_EXPORT, 0);
-			return;
-		}
-		if (!host_allowed(e->conf, cr->hostid)) {
-			rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
-				cr->hostid, cr->export_name);
-			tgt_req_complete(req, RB_S_ACCESS_DENIED, 0);
-			return;
-		}
-	}
-	nq = min16(rb_from_le16(cr->nr_io_queues), t->conf.max_io_queues);
-	depth = min16(rb_from_le16(cr->queue_depth), t->conf.max_queue_depth);
-	kato = rb_from_le32(cr->kato_ms);
-	if (kato > t->conf.keepalive_ms)
-		kato = t->conf.keepalive_ms;
-	if (e && (nq == 0 || depth == 0)) {
-		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
-		return;
-	}
+	connect_grant(t, cr, &nq, &depth, &kato);
 	s = tgt_session_create(e, cr->hostid, e ? nq : 0, depth, kato);
 	if (!s) {
 		tgt_req_complete(req, RB_S_BUSY, 0);
@@ -201,6 +217,128 @@ static void admin_connect(struct tgt_req *req)
 		q->peer, cr->hostid, (unsigned long long)s->id, e ? "export " : "discovery",
 		e ? e->conf->name : "", nq, depth, kato);
 	tgt_req_reply_data(req, RB_CONNECT_RSP_OFFSET, sizeof(*rsp), RB_S_SUCCESS, s->id);
+}
+
+static void admin_connect(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_target *t = q->r->t;
+	const struct rb_connect_req *cr = req->buf;
+	struct tgt_export *e = NULL;
+	struct tgt_session *old;
+	uint64_t old_id = rb_from_le64(cr->replaces);
+	uint16_t nq, depth;
+	uint32_t kato;
+
+	if (q->session || q->replacing) {
+		rb_warn("queue 0 (peer %s): second CONNECT refused", q->peer);
+		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
+		return;
+	}
+	if (rb_from_le32(cr->magic) != RB_MAGIC || rb_from_le16(cr->version) != RB_PROTO_VERSION) {
+		rb_warn("queue 0 (peer %s): CONNECT with magic %#x version %u refused", q->peer,
+			rb_from_le32(cr->magic), rb_from_le16(cr->version));
+		tgt_req_complete(req, RB_S_BAD_VERSION, 0);
+		return;
+	}
+	if (!field_terminated(cr->hostid, sizeof(cr->hostid)) || !cr->hostid[0] ||
+	    !field_terminated(cr->export_name, sizeof(cr->export_name))) {
+		rb_warn("queue 0 (peer %s): CONNECT with unterminated host id or export name",
+			q->peer);
+		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
+		return;
+	}
+	/* An empty export name asks for a discovery session (LIST_EXPORTS only). */
+	if (cr->export_name[0]) {
+		e = find_export(t, cr->export_name);
+		if (!e) {
+			rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer,
+				cr->hostid, cr->export_name);
+			tgt_req_complete(req, RB_S_UNKNOWN_EXPORT, 0);
+			return;
+		}
+		if (!host_allowed(e->conf, cr->hostid)) {
+			rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
+				cr->hostid, cr->export_name);
+			tgt_req_complete(req, RB_S_ACCESS_DENIED, 0);
+			return;
+		}
+	}
+	connect_grant(t, cr, &nq, &depth, &kato);
+	if (e && (nq == 0 || depth == 0)) {
+		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
+		return;
+	}
+	/*
+	 * A reconnecting host re-issues the commands its previous session left
+	 * unanswered.  Any of them still executing here could land after the
+	 * re-issued copy and a later write to the same blocks, so the new
+	 * session starts only once the old one's commands have all finished.
+	 */
+	old = old_id && e ? session_take_predecessor(old_id, cr->hostid, e) : NULL;
+	if (old && atomic_load(&old->refs) > 1) {
+		rb_info("peer %s host %s: CONNECT replaces session %016llx, which still has "
+			"commands in flight: waiting for them",
+			q->peer, cr->hostid, (unsigned long long)old_id);
+		q->connect_req = req;
+		q->replacing = old;
+		q->replace_deadline_ns = tgt_now_ns() + PREDECESSOR_WAIT_NS;
+		req->state = REQ_WAIT_PREDECESSOR;
+		q->r->nr_replacing++;
+		return;
+	}
+	if (old) {
+		rb_info("peer %s host %s: CONNECT replaces session %016llx", q->peer, cr->hostid,
+			(unsigned long long)old_id);
+		tgt_session_put(old);
+	}
+	connect_finish(req);
+}
+
+void tgt_admin_release_replacing(struct tgt_queue *q)
+{
+	if (!q->replacing)
+		return;
+	tgt_session_put(q->replacing);
+	q->replacing = NULL;
+	q->connect_req = NULL;
+	assert(q->r->nr_replacing > 0);
+	q->r->nr_replacing--;
+}
+
+void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns)
+{
+	struct tgt_queue *q, *next;
+
+	for (q = r->queues; q; q = next) {
+		struct tgt_req *req = q->connect_req;
+		const struct rb_connect_req *cr = req ? req->buf : NULL;
+		unsigned long long old_id;
+		bool quiet;
+
+		next = q->next; /* answering may destroy a dead queue */
+		if (!q->replacing)
+			continue;
+		quiet = atomic_load(&q->replacing->refs) == 1; /* ours only */
+		if (!quiet && !q->dead && now_ns < q->replace_deadline_ns)
+			continue;
+		old_id = (unsigned long long)q->replacing->id;
+		tgt_admin_release_replacing(q);
+		if (q->dead) {
+			tgt_req_complete(req, RB_S_ABORTED, 0);
+		} else if (quiet) {
+			rb_info("peer %s host %s: session %016llx, replaced, has finished its "
+				"commands",
+				q->peer, cr->hostid, old_id);
+			connect_finish(req);
+		} else {
+			rb_warn("peer %s host %s: session %016llx, which the CONNECT replaces, "
+				"still has commands in flight after %llu ms: refused, the host "
+				"retries",
+				q->peer, cr->hostid, old_id, PREDECESSOR_WAIT_NS / 1000000ull);
+			tgt_req_complete(req, RB_S_PREDECESSOR_BUSY, 0);
+		}
+	}
 }
 
 static void admin_list(struct tgt_req *req)

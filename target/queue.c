@@ -318,6 +318,7 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 			rb_bufpool_put(&q->r->pool, req->buf);
 		req->buf = NULL;
 	}
+	tgt_admin_release_replacing(q);
 	if (q->session) {
 		if (q->qid)
 			tgt_session_unbind(q->session, q->qid);

@@ -325,9 +325,14 @@ static void reactor_loop(struct tgt_reactor *r)
 	uint64_t drain_deadline = 0;
 
 	for (;;) {
-		int timeout = rb_spin_polling(&r->spin) ? 0 : stop_seen ? 10 : 1000;
-		int n, work = 0;
+		int timeout = 1000, n, work = 0;
 		bool quiet;
+
+		/* Draining, or a CONNECT waiting for its predecessor: look every 10 ms. */
+		if (rb_spin_polling(&r->spin))
+			timeout = 0;
+		else if (stop_seen || r->nr_replacing)
+			timeout = 10;
 
 		submit_ring(r);
 		/* Everything this round posted goes out now, in one go per conn. */
@@ -375,6 +380,8 @@ static void reactor_loop(struct tgt_reactor *r)
 			}
 		}
 		work += reactor_round(r);
+		if (r->nr_replacing)
+			tgt_admin_poll_replacing(r, tgt_now_ns());
 		if (r->queue_gone) {
 			r->queue_gone = false;
 			release_lost_domains(r);

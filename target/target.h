@@ -95,6 +95,9 @@ enum tgt_req_state {
 	REQ_TRANSFER_FROM_HOST, /* RDMA READ of write data (or CONNECT params) posted */
 	REQ_READY_TO_EXECUTE, /* data local; waiting on reactor->pending_exec for SQ space */
 	REQ_EXECUTING, /* SQE submitted to io_uring */
+	/* CONNECT replacing a session: until that session's commands finish
+	 * (queue->replacing), so none of them can land after a re-issued one. */
+	REQ_WAIT_PREDECESSOR,
 	REQ_EXECUTED, /* backend done; status known */
 	REQ_COMPLETING, /* (RDMA WRITE +) response SEND posted; waiting completions */
 };
@@ -157,6 +160,11 @@ struct tgt_queue {
 	bool dead;
 	bool disconnect_requested; /* DISCONNECT: close after response */
 	uint64_t last_cmd_ns; /* keep-alive accounting (admin) */
+	/* Admin: the CONNECT in REQ_WAIT_PREDECESSOR, the session it replaces
+	 * (a reference held) and when to give up waiting. */
+	struct tgt_req *connect_req;
+	struct tgt_session *replacing;
+	uint64_t replace_deadline_ns;
 	struct tgt_recv *recvs;
 	struct tgt_req *reqs;
 	struct tgt_req *free_reqs;
@@ -193,6 +201,7 @@ struct tgt_reactor {
 	int nr_cqctx;
 	struct tgt_queue *queues;
 	bool queue_gone; /* a queue was destroyed this round */
+	unsigned int nr_replacing; /* admin queues with a CONNECT waiting */
 	struct tgt_req *pending_buf, **pending_buf_tail;
 	struct tgt_req *pending_exec, **pending_exec_tail;
 	pthread_mutex_t inbox_lock;
@@ -240,6 +249,10 @@ void tgt_req_reply_data(struct tgt_req *req, uint32_t buf_off, uint32_t len, uin
 /* admin.c */
 /* Handle an admin command whose data (if any) is local; ends in tgt_req_complete. */
 void tgt_admin_execute(struct tgt_req *req);
+/* CONNECTs waiting for the sessions they replace (r->nr_replacing > 0). */
+void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns);
+/* Queue teardown: drop the replaced session a waiting CONNECT holds. */
+void tgt_admin_release_replacing(struct tgt_queue *q);
 void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns);
 
 /* io_uring user_data: request pointer with a kind tag in the low bits. */
