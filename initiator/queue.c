@@ -359,8 +359,9 @@ void ini_queue_fail(struct rb_queue *q, const char *why)
 	q->dead = true;
 	atomic_store(&q->gone, true);
 	if (q->connected && !q->s->closing)
-		rb_err("%s: queue %u (peer %s, qp %u) lost: %s; its I/O fails with EIO",
-		       q->s->target, q->qid, q->peer, q->qpn, why);
+		rb_err("%s: queue %u (peer %s, qp %u) lost: %s; %s", q->s->target, q->qid,
+		       q->peer, q->qpn, why,
+		       q->s->p.ctrl_loss_tmo_ms ? "the session reconnects" : "its I/O fails with EIO");
 	if (q->conn && !q->disconnected) {
 		q->disconnected = true;
 		q->ops->disconnect(q->conn);

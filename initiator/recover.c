@@ -11,8 +11,10 @@
  *   2. quiesce: disconnect every queue, drive the CQs until every work
  *      request has flushed, free connections, registrations and CQs; the
  *      queues keep their memory, their slots and the commands in them;
- *   3. attempt: admin queue, CONNECT (the export must be unchanged), every
- *      I/O queue, each re-issuing its unanswered commands; on failure
+ *   3. attempt: admin queue, CONNECT naming the session it replaces (the
+ *      target answers once that one's commands have finished, so none lands
+ *      after its re-issued copy; the export must be unchanged), every I/O
+ *      queue, each re-issuing its unanswered commands; on failure
  *      quiesce again and retry every reconnect_delay_ms;
  *   4. resume the reactors; if ctrl_loss_tmo_ms passed (or shutdown asked)
  *      the session is lost instead and its I/O fails with EIO.

@@ -229,14 +229,20 @@ static const char *connect_reason(uint16_t status)
 		return "access denied (this host id is not allowed to use the export)";
 	case RB_S_BAD_VERSION: return "protocol version mismatch";
 	case RB_S_BUSY: return "target busy (out of sessions or memory)";
+	case RB_S_PREDECESSOR_BUSY:
+		return "the session it replaces still has commands executing on the target";
 	case RB_S_INVALID_FIELD:
 		return "invalid request (queue count, queue depth or keep-alive out of range?)";
 	}
 	return "refused";
 }
 
-/* CONNECT on the admin queue; fills s->info. */
-static int session_connect(struct rb_session *s, const char *export_name, uint32_t kato_ms)
+/*
+ * CONNECT on the admin queue; fills s->info.  A reconnect names the session
+ * it replaces: the target answers once that one's commands have finished.
+ */
+static int session_connect(struct rb_session *s, const char *export_name, uint32_t kato_ms,
+			   uint64_t replaces)
 {
 	struct rb_connect_req *req;
 	struct rb_connect_rsp rsp;
@@ -255,6 +261,7 @@ static int session_connect(struct rb_session *s, const char *export_name, uint32
 	req->nr_io_queues = rb_le16((uint16_t)s->p.nr_io_queues);
 	req->queue_depth = rb_le16((uint16_t)s->p.queue_depth);
 	req->kato_ms = rb_le32(kato_ms);
+	req->replaces = rb_le64(replaces);
 	snprintf(req->hostid, sizeof(req->hostid), "%s", s->p.hostid);
 	snprintf(req->export_name, sizeof(req->export_name), "%s", export_name);
 
@@ -346,7 +353,7 @@ int rb_session_open(const struct rb_session_params *p, struct rb_session **out)
 	ret = admin_connect(s, cq_depth);
 	if (ret)
 		goto out_close;
-	ret = session_connect(s, p->export_name, p->kato_ms);
+	ret = session_connect(s, p->export_name, p->kato_ms, 0);
 	if (ret)
 		goto out_close;
 	ret = check_export(s);
@@ -424,7 +431,7 @@ int ini_session_reconnect(struct rb_session *s)
 	s->connected = false;
 	ret = admin_connect(s, s->cq_depth);
 	if (!ret)
-		ret = session_connect(s, s->p.export_name, s->p.kato_ms);
+		ret = session_connect(s, s->p.export_name, s->p.kato_ms, old.session_id);
 	if (!ret)
 		ret = check_same_export(s, &old);
 	if (ret)
@@ -591,7 +598,7 @@ int rb_list_exports(const struct rb_session_params *p, struct rb_export_entry **
 	if (ret)
 		goto out_close;
 	/* An empty export name opens a discovery session. */
-	ret = session_connect(s, "", 0);
+	ret = session_connect(s, "", 0, 0);
 	if (ret)
 		goto out_close;
 	ret = rb_queue_slots_get(&s->admin, 1, &sl);
