@@ -484,6 +484,16 @@ void ini_queue_tick(struct rb_queue *q, uint64_t now)
 
 			if (!sl->resp_pending || sl->timed_out || now < sl->deadline_ms)
 				continue;
+			if (q->s->p.ctrl_loss_tmo_ms) {
+				/* NVMe-oF error recovery: the connection is what failed,
+				 * not the command; reconnect and send it again. */
+				rb_warn("%s: queue %u: %s cid %u offset %" PRIu64 " length %u not "
+					"answered in time; reconnecting to send it again",
+					q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->cid,
+					sl->offset, sl->length);
+				ini_queue_fail(q, "command timeout");
+				return;
+			}
 			/* Fail the request, keep the slot: the target may still
 			 * answer and RDMA into the buffer. */
 			sl->timed_out = true;

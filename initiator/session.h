@@ -45,7 +45,8 @@
  *   fails everything outstanding with -EIO promptly and every later
  *   rb_queue_slots_get/submit with -EIO -- unless ctrl_loss_tmo_ms is
  *   set: then the session reconnects and re-issues what was unanswered
- *   (recover.c), slot requests wait meanwhile (-EAGAIN), and only when it
+ *   (recover.c; a command timeout also starts that, instead of failing
+ *   the command), slot requests wait meanwhile (-EAGAIN), and only when it
  *   gives up does the above happen.  Nothing ever waits forever:
  *   commands and slot waits both time out (params.timeout_ms), and once
  *   a command timed out the queue counts as stalled until the target
