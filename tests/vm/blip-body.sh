@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: MIT
+#
+# Body of t-{nbd,ublk}-blip-rdma.sh, sourced after lib.sh and a frontend library: the
+# Soft-RoCE link drops every packet for 8 s (netem on both veth ends) while fio writes with
+# checksums through the block device; target and initiator stay up.  The initiator's queues
+# fail (a command timeout of 3 s, or the QP's retries running out), it reconnects once the
+# link is back, naming the session it replaces, and re-issues what was unanswered: fio ends
+# without an error and every block verifies; nothing is left in D state.
+
+vm_requires fio timeout tc
+vm_modprobe sch_netem
+fe_setup
+[ "$FE_TRANSPORT" = rdma ] || vm_fail "the link blip needs the Soft-RoCE veth pair (rdma)"
+truncate -s 128M disk.img
+fe_start_target "$PWD/disk.img"
+fe_attach --queues 2 --queue-depth 32 --timeout 3000 --ctrl-loss-tmo 60000 \
+	--reconnect-delay 500
+
+# As in reconnect-body.sh: in-capsule writes in one half, target-pulled ones in the other.
+timeout -k 5 240 fio --filename="$FE_DEV" --ioengine=libaio --direct=1 --rw=randwrite \
+	--iodepth=8 --rate=1m --verify=crc32c --verify_fatal=1 --do_verify=1 --output=fio.log \
+	--name=small --bs=4k --offset=0 --size=16M \
+	--name=large --bs=64k --offset=64M --size=16M 2>fio.err &
+fio_pid=$!
+sleep 4
+fe_alive "$fio_pid" || { cat fio.log fio.err; fe_fail "fio ended before the blip"; }
+tc qdisc add dev "$TGT_IF" root netem loss 100% &&
+	tc qdisc add dev "$INI_IF" root netem loss 100% || fe_fail "tc netem on $TGT_IF/$INI_IF"
+sleep 8
+tc qdisc del dev "$TGT_IF" root && tc qdisc del dev "$INI_IF" root ||
+	fe_fail "removing the netem qdiscs"
+start=$(cut -d. -f1 /proc/uptime)
+vm_wait_for 60 grep -q "re-established" ini.log || fe_fail "the initiator did not reconnect"
+echo "# reconnected $(($(cut -d. -f1 /proc/uptime) - start)) s after the link was back:"
+grep -h "lost:\|re-issued\|re-established" ini.log | sed 's/^[^:]*: /#   /'
+grep -h "replaces session\|replaced" target.log | sed 's/^[^:]*: /#   target: /'
+rc=0
+wait "$fio_pid" || rc=$?
+grep -h "err=" fio.log | sed 's/^/# /'
+[ "$rc" = 0 ] || { tail -n 20 fio.err; fe_fail "fio failed across the blip (exit $rc)"; }
+[ "$(grep -c 'err= 0' fio.log)" = 2 ] || fe_fail "fio reported errors"
+grep -q "failing it with EIO" ini.log && fe_fail "a command was failed instead of re-issued"
+reissued=$(sed -n 's/.*; \([0-9]*\) commands re-issued.*/\1/p' ini.log | paste -sd+ | bc)
+[ "${reissued:-0}" -gt 0 ] || fe_fail "no command was re-issued: the blip came at a quiet time"
+fe_check_rxe 1000
+fe_check_no_dstate
+fe_detach
+fe_check_no_dstate
+exit 0
