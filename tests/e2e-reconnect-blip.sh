@@ -60,15 +60,13 @@ kill -0 $wpid 2>/dev/null || fail "the write ended during the reconnect: $(cat "
 fsfreeze -u "$T/fs"
 wait_until 15 grep -q "re-established" "$T/ini.log" ||
 	fail "the initiator did not reconnect after the file system thawed"
-rc=0
-timeout 20 tail --pid=$wpid -f /dev/null || rc=$?
-[ "$rc" -eq 0 ] || fail "the write did not complete after the reconnect"
-wait $wpid || fail "the write failed across the reconnect: $(cat "$T/write.out")"
+wait_child_ok $wpid 20 "the write across the reconnect" "$T/write.out"
 grep -q "commands re-issued" "$T/ini.log" || fail "the initiator logged no re-issue"
 ops read:0:65536:bb write:65536:4096:cc read:65536:4096:cc ||
 	fail "data after the reconnect is wrong"
 pid_alive "$T/target.pid" || fail "target died"
 stop_and_status "$T/ini.pid"
+[ "$stop_rc" -eq 0 ] || fail "initiator exit status $stop_rc after SIGTERM"
 cmp -n 65536 "$T/fs/disk.img" <(head -c 65536 /dev/zero | tr '\0' '\273') ||
 	fail "the exported file does not hold the re-issued write"
 echo "ok"

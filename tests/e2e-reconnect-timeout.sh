@@ -29,11 +29,9 @@ grep -q "failing it with EIO" "$T/ini.log" && fail "a command was failed instead
 kill -CONT "$(cat "$T/target.pid")"
 wait_until 20 grep -q "re-established" "$T/ini.log" ||
 	fail "the initiator did not reconnect after the target thawed"
-rc=0
-timeout 20 tail --pid=$wpid -f /dev/null || rc=$?
-[ "$rc" -eq 0 ] || fail "the writes did not complete after the reconnect"
-wait $wpid || fail "a write failed across the reconnect: $(cat "$T/write.out")"
+wait_child_ok $wpid 20 "the writes across the reconnect" "$T/write.out"
 ops read:0:65536:bb read:1048576:4096:cc || fail "data after the reconnect is wrong"
 pid_alive "$T/target.pid" || fail "target died"
 stop_and_status "$T/ini.pid"
+[ "$stop_rc" -eq 0 ] || fail "initiator exit status $stop_rc after SIGTERM"
 echo "ok"

@@ -91,6 +91,16 @@ pid_alive() {
 	[ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
 }
 
+# wait_child_ok PID SECONDS WHAT [OUTPUT]: the background child PID must end
+# within SECONDS and exit 0; otherwise fail naming WHAT (and showing OUTPUT).
+wait_child_ok() {
+	local pid=$1 limit=$2 what=$3 out=${4:-/dev/null} rc=0
+	timeout "$limit" tail --pid="$pid" -f /dev/null ||
+		fail "$what did not complete within ${limit}s"
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 0 ] || fail "$what failed (exit $rc): $(cat "$out")"
+}
+
 # stop_pidfile FILE [SECONDS]: SIGTERM, then SIGKILL after the grace time.
 stop_pidfile() {
 	local f=$1 grace=${2:-10} pid

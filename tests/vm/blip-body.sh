@@ -16,14 +16,7 @@ fe_start_target "$PWD/disk.img"
 fe_attach --queues 2 --queue-depth 32 --timeout 3000 --ctrl-loss-tmo 60000 \
 	--reconnect-delay 500
 
-# As in reconnect-body.sh: in-capsule writes in one half, target-pulled ones in the other.
-timeout -k 5 240 fio --filename="$FE_DEV" --ioengine=libaio --direct=1 --rw=randwrite \
-	--iodepth=8 --rate=1m --verify=crc32c --verify_fatal=1 --do_verify=1 --output=fio.log \
-	--name=small --bs=4k --offset=0 --size=16M \
-	--name=large --bs=64k --offset=64M --size=16M 2>fio.err &
-fio_pid=$!
-sleep 4
-fe_alive "$fio_pid" || { cat fio.log fio.err; fe_fail "fio ended before the blip"; }
+fe_verify_start
 tc qdisc add dev "$TGT_IF" root netem loss 100% &&
 	tc qdisc add dev "$INI_IF" root netem loss 100% || fe_fail "tc netem on $TGT_IF/$INI_IF"
 sleep 8
@@ -32,16 +25,10 @@ tc qdisc del dev "$TGT_IF" root && tc qdisc del dev "$INI_IF" root ||
 start=$(cut -d. -f1 /proc/uptime)
 vm_wait_for 60 grep -q "re-established" ini.log || fe_fail "the initiator did not reconnect"
 echo "# reconnected $(($(cut -d. -f1 /proc/uptime) - start)) s after the link was back:"
-grep -h "lost:\|re-issued\|re-established" ini.log | sed 's/^[^:]*: /#   /'
-grep -h "replaces session\|replaced" target.log | sed 's/^[^:]*: /#   target: /'
-rc=0
-wait "$fio_pid" || rc=$?
-grep -h "err=" fio.log | sed 's/^/# /'
-[ "$rc" = 0 ] || { tail -n 20 fio.err; fe_fail "fio failed across the blip (exit $rc)"; }
-[ "$(grep -c 'err= 0' fio.log)" = 2 ] || fe_fail "fio reported errors"
+grep -h "lost:\|re-issued\|re-established" ini.log | sed 's/^/#   /'
+grep -h "replaces session\|replaced" target.log | sed 's/^/#   target: /'
+fe_verify_wait "link blip"
 grep -q "failing it with EIO" ini.log && fe_fail "a command was failed instead of re-issued"
-reissued=$(sed -n 's/.*; \([0-9]*\) commands re-issued.*/\1/p' ini.log | paste -sd+ | bc)
-[ "${reissued:-0}" -gt 0 ] || fe_fail "no command was re-issued: the blip came at a quiet time"
 fe_check_rxe 1000
 fe_check_no_dstate
 fe_detach

@@ -20,6 +20,8 @@
 #   fe_alive PID / fe_dead PID   a zombie counts as dead
 #   FE_DEV, FE_NAME           the attached device (/dev/nbd0, nbd0) once fe_attach returns
 #   FE_ATEXIT=CMD             run CMD at exit, after the daemons are stopped
+#   fe_verify_start           fio writing with checksums through FE_DEV, in the background
+#   fe_verify_wait WHAT       that fio ended without an error; commands were re-issued
 # Logs in the scratch dir: target.log, ini.log (stderr), ini.out (stdout).
 
 TGT_BIN=$top_builddir/target/rdmablk-target
@@ -184,4 +186,30 @@ _fe_terminate() {
 	wait "$INI_PID" || _rc=$?
 	INI_PID=
 	[ "$_rc" = 0 ] || fe_fail "initiator exited $_rc after SIGTERM"
+}
+
+# fe_verify_start: fio writes with checksums through $FE_DEV in the background (FE_FIO_PID),
+# then reads them back: in-capsule 4K writes in one half, target-pulled 64K ones in the
+# other; --rate keeps them going for about 16 s.  Checked by fe_verify_wait after an
+# event under load (target restart, link blip) that the initiator reconnects across.
+fe_verify_start() {
+	timeout -k 5 240 fio --filename="$FE_DEV" --ioengine=libaio --direct=1 --rw=randwrite \
+		--iodepth=8 --rate=1m --verify=crc32c --verify_fatal=1 --do_verify=1 \
+		--output=fio.log --name=small --bs=4k --offset=0 --size=16M \
+		--name=large --bs=64k --offset=64M --size=16M 2>fio.err &
+	FE_FIO_PID=$!
+	sleep 4
+	fe_alive "$FE_FIO_PID" || { cat fio.log fio.err; fe_fail "fio ended too early"; }
+}
+
+# fe_verify_wait WHAT: fio ended without an error and every block verified; the initiator
+# re-issued some command (else the event came at a quiet time and tested nothing).
+fe_verify_wait() {
+	_rc=0
+	wait "$FE_FIO_PID" || _rc=$?
+	grep -h "err=" fio.log | sed 's/^/# /'
+	[ "$_rc" = 0 ] || { tail -n 20 fio.err; fe_fail "fio failed across the $1 (exit $_rc)"; }
+	[ "$(grep -c 'err= 0' fio.log)" = 2 ] || fe_fail "fio reported errors"
+	_n=$(sed -n 's/.*; \([0-9]*\) commands re-issued.*/\1/p' ini.log | paste -sd+ | bc)
+	[ "${_n:-0}" -gt 0 ] || fe_fail "no command was re-issued: the $1 came at a quiet time"
 }
