@@ -4,7 +4,7 @@
 #                        under CI=true a missing tool is a failure instead
 #   fail MSG / note MSG
 #   start_target CONF    rdmablk-target in the background, pidfile, waits ready
-#   start_initiator ...  rdmablk-initiator in the background, waits for socket
+#   start_initiator ...  rdmablk-initiator in the background, waits until ready
 #   stop_pidfile F       SIGTERM, wait (bounded), SIGKILL if it will not die
 # Every daemon started here is stopped by the EXIT trap.
 
@@ -156,15 +156,18 @@ start_target() {
 	fi
 }
 
-# start_initiator NAME ARGS...: runs in the background; waits for its NBD
-# Unix socket $T/NAME.sock (passed as --nbd-socket) to appear.
+# start_initiator NAME ARGS...: runs in the background; waits until it logs
+# "ready:" (all queues connected) and its NBD Unix socket $T/NAME.sock is there.
 start_initiator() {
 	local name=$1
 	shift
 	"$INITIATOR_BIN" "$@" --nbd-socket "$T/$name.sock" >"$T/$name.log" 2>&1 &
 	echo $! >"$T/$name.pid"
 	_pidfiles="$_pidfiles $T/$name.pid"
-	if ! wait_until 20 test -S "$T/$name.sock"; then
+	# The socket exists before the session is up; "ready:" follows CONNECT
+	# of every queue, so a test may break the target right after this.
+	if ! wait_until 20 grep -q "ready: export" "$T/$name.log" ||
+		! test -S "$T/$name.sock"; then
 		cat "$T/$name.log" >&2
 		fail "initiator $name did not start serving NBD"
 	fi
