@@ -56,6 +56,25 @@ _fe_dump_logs() {
 		echo "---- $_f (last 30 lines)"
 		tail -n 30 "$_f"
 	done
+	if [ "$FE_TRANSPORT" = rdma ]; then _fe_dump_rdma; fi
+}
+
+# What a failed RDMA test needs to tell a lost packet from a refused one: neighbours, the
+# rxe counters (send_err: a QP the kernel put in error) and the IB CM's message counters.
+_fe_dump_rdma() {
+	echo "---- rdma state"
+	ip neigh show dev "$TGT_IF"
+	ip neigh show dev "$INI_IF"
+	tc qdisc show dev "$TGT_IF"
+	tc qdisc show dev "$INI_IF"
+	for _d in "$TGT_DEV" "$INI_DEV"; do
+		echo "$_d: $(rdma statistic show link "$_d/1" 2>&1 | tr -s ' ' | cut -c1-400)"
+		for _c in /sys/class/infiniband/"$_d"/ports/1/cm_*; do
+			[ -d "$_c" ] || continue
+			echo "$_d $(basename "$_c"): $(cd "$_c" && grep -v ':0$' -- * 2>/dev/null |
+				tr '\n' ' ')"
+		done
+	done
 }
 
 # Stop what we started, whatever happened; the runner kills the rest.
