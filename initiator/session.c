@@ -145,9 +145,12 @@ void ini_session_queue_died(struct rb_session *s, struct rb_queue *q)
 		return;
 	if (q != &s->admin || atomic_exchange(&s->lost, true))
 		return;
-	rb_err("%s: session %016" PRIx64 " (export '%s') lost; all I/O now fails with EIO; "
-	       "restart the initiator to reconnect",
-	       s->target, s->info.session_id, s->p.export_name);
+	if (s->connected)
+		rb_err("%s: session %016" PRIx64 " (export '%s') lost; all I/O now fails with EIO; "
+		       "restart the initiator to reconnect",
+		       s->target, s->info.session_id, s->p.export_name);
+	else /* the CONNECT under way fails and says so */
+		rb_dbg("%s: admin queue lost before CONNECT finished", s->target);
 	/* Without the admin queue the target drops the session anyway: fail
 	 * I/O now rather than wait for each command to time out. */
 	for (unsigned int i = 0; i < s->nr_queues; i++) {
