@@ -300,7 +300,9 @@ static int connect_wait(struct rd_conn *c, uint64_t deadline, int tmo, void *rpr
 
 	ret = wait_event(c->own_ch, deadline, &ev);
 	if (ret == -ETIMEDOUT) {
-		rb_warn("rdma %s: connect: no answer within %d ms", c->peer, tmo);
+		rb_warn("rdma %s: connect: no answer within %d ms (target host down, packets lost, "
+			"or its device's connection manager not answering)",
+			c->peer, tmo);
 		return ret;
 	}
 	if (ret) {
