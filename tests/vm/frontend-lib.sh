@@ -71,8 +71,8 @@ _fe_dump_rdma() {
 		echo "$_d: $(rdma statistic show link "$_d/1" 2>&1 | tr -s ' ' | cut -c1-400)"
 		for _c in /sys/class/infiniband/"$_d"/ports/1/cm_*; do
 			[ -d "$_c" ] || continue
-			echo "$_d $(basename "$_c"): $(cd "$_c" && grep -v ':0$' -- * 2>/dev/null |
-				tr '\n' ' ')"
+			echo "$_d $(basename "$_c"): $(cd "$_c" && grep -H . -- * 2>/dev/null |
+				grep -v ':0$' | tr '\n' ' ')"
 		done
 	done
 }
