@@ -80,8 +80,15 @@ if [ "${RDMABLK_VM_GUEST:-}" != 1 ]; then
 		exit 1
 		;;
 	esac
+	if [ -e "$_vm_res/$_vm_name.host" ]; then
+		# run.sh's watchdog: the guest hung in this test or the VM ended during it.
+		echo "FAIL: $_vm_name: $(head -n 1 "$_vm_res/$_vm_name.host")"
+		sed 1d "$_vm_res/$_vm_name.host"
+		_vm_show "$_vm_res/$_vm_name.log" "partial guest log"
+		exit 1
+	fi
 	if [ ! -e "$_vm_res/$_vm_name.rc" ]; then
-		echo "FAIL: $_vm_name has no result: not run in the VM, or the VM died during it"
+		echo "FAIL: $_vm_name has no result: not run in the VM (see tests/vm/vm-suite.log)"
 		_vm_show "$_vm_res/$_vm_name.log" "partial guest log"
 		exit 1
 	fi
