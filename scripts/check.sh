@@ -12,6 +12,14 @@ jobs=$(nproc)
 t0=$(date +%s)
 stage() { echo "=== $* ($(($(date +%s) - t0))s)"; }
 
+# CI stops the job at CI_BUDGET seconds (90 min). The VM suite gets a deadline that leaves
+# time for the stages after it, so a hung guest ends in a failure with its logs, not in a
+# killed job.
+if [ "${CI:-}" = true ] || [ -n "${CI_BUDGET:-}" ]; then
+	RDMABLK_VM_DEADLINE=$((t0 + ${CI_BUDGET:-5400} - ${CI_RESERVE:-1200}))
+	export RDMABLK_VM_DEADLINE
+fi
+
 stage deps
 scripts/deps.sh
 stage autogen
@@ -28,8 +36,16 @@ run_check() {
 	stage "make check in $dir"
 	local override=()
 	[ "$tests" = TESTS ] || override=(TESTS="\$($tests)")
+	# The VM suite's progress, live: make check shows a test's output only once it ends.
+	mkdir -p "$dir/tests/vm/results"
+	tail -n 0 -F "$dir/tests/vm/results/progress" 2>/dev/null &
+	local tailpid=$!
 	# -j1: the VM suite would otherwise starve the timing-bound host tests.
-	if ! make -C "$dir" check "${override[@]}"; then
+	local rc=0
+	make -C "$dir" check "${override[@]}" || rc=$?
+	kill "$tailpid" 2>/dev/null
+	wait "$tailpid" 2>/dev/null || true
+	if [ $rc != 0 ]; then
 		find "$dir/tests" -name '*.log' -newer "$dir.build.log" -print0 |
 			xargs -0 grep -l -E '^(FAIL|ERROR)' 2>/dev/null | while read -r l; do
 			echo "---- $l"
