@@ -150,6 +150,7 @@ static const struct key_desc export_keys[] = {
 	STR(struct rb_export_conf, "path", path, rb_conf_check_path),
 	BOOL(struct rb_export_conf, "read-only", read_only),
 	BOOL(struct rb_export_conf, "direct", direct),
+	BOOL(struct rb_export_conf, "inline-writes", inline_writes),
 	{ "allowed-hosts", K_HOSTS, 0, 0, 0, 0, 0, NULL },
 	{ .name = NULL },
 };
@@ -483,6 +484,7 @@ static int add_named(struct parse_ctx *ctx, const char *name)
 		e = &e[t->nr_exports];
 		memset(e, 0, sizeof(*e));
 		e->direct = true;
+		e->inline_writes = true;
 		strcpy(e->name, name);
 		e->line = ctx->lineno;
 		ctx->index = t->nr_exports++;

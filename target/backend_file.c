@@ -11,6 +11,8 @@
  *   WRITE_ZEROES   fallocate ZERO_RANGE|KEEP_SIZE (BLKZEROOUT on devices);
  *                  file systems without ZERO_RANGE (tmpfs) fall back to
  *                  PUNCH_HOLE, which also reads back as zeroes.
+ * Buffered exports (direct = no) do page-aligned writes with pwrite in the
+ * reactor instead (inline-writes, see tgt_export_write_inline).
  */
 #include "config.h"
 
@@ -68,6 +70,41 @@ static void prep_write_zeroes(struct tgt_export *e, struct io_uring_sqe *sqe, ui
 	io_uring_prep_fallocate(sqe, e->fd, mode, off, len);
 }
 
+/* pwrite all of it: a short write means the next one says why (ENOSPC). */
+static int write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off)
+{
+	uint32_t done = 0;
+	ssize_t n;
+
+	while (done < len) {
+		n = pwrite(e->fd, (const char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (uint32_t)n;
+	}
+	return (int)done;
+}
+
+/*
+ * Whether the reactor writes this command itself.  A buffered write of whole
+ * pages is a copy into the page cache; ext4 and most file systems cannot do it
+ * without possibly blocking, so io_uring hands each one to a worker thread,
+ * and it serialises a file's buffered writes there: a thread switch and a
+ * wake-up per write (measured: 26 against 15 us of target CPU per 4 KiB write,
+ * 39k against 60k IOPS).  A partial page may need a read from the disk first
+ * and a FUA write waits for it: those stay asynchronous.  The cost: the
+ * reactor, and every queue on it, waits when the kernel throttles a writer
+ * that dirties pages faster than they are written back.
+ */
+bool tgt_export_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua)
+{
+	return e->inline_writes && !fua && off % e->page_size == 0 && len % e->page_size == 0;
+}
+
 static int probe_file(struct tgt_export *e)
 {
 	struct statx stx;
@@ -115,6 +152,7 @@ const struct tgt_backend_ops tgt_backend_file = {
 	.prep_flush = prep_flush,
 	.prep_discard = prep_discard,
 	.prep_write_zeroes = prep_write_zeroes,
+	.write_now = write_now,
 };
 
 const struct tgt_backend_ops tgt_backend_blockdev = {
@@ -125,6 +163,7 @@ const struct tgt_backend_ops tgt_backend_blockdev = {
 	.prep_flush = prep_flush,
 	.prep_discard = prep_discard,
 	.prep_write_zeroes = prep_write_zeroes,
+	.write_now = write_now,
 };
 
 static int open_backing(const struct rb_export_conf *c, bool direct)
@@ -176,6 +215,8 @@ int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uin
 		rb_err("export %s: cannot size %s: %s", conf->name, conf->path, strerror(-ret));
 		goto out_close;
 	}
+	e->page_size = (uint32_t)sysconf(_SC_PAGESIZE);
+	e->inline_writes = !e->direct && conf->inline_writes && !conf->read_only;
 	if (conf->read_only) {
 		e->flags |= RB_EXP_READ_ONLY;
 		e->flags &= ~(RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_FUA);
@@ -185,9 +226,10 @@ int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uin
 			"accessible",
 			conf->name, (unsigned long long)e->size, e->block_size);
 	e->size -= e->size % e->block_size;
-	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s", conf->name, conf->path,
+	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s", conf->name, conf->path,
 		e->ops->name, (unsigned long long)e->size, e->block_size,
-		conf->read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "");
+		conf->read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
+		e->inline_writes ? ", inline writes" : "");
 	return 0;
 
 out_close:
@@ -208,12 +250,13 @@ void tgt_export_dump_stats(const struct tgt_export *e)
 	const struct tgt_export_stats *s = &e->stats;
 
 	rb_info("export %s stats: reads=%llu writes=%llu flushes=%llu fua_writes=%llu "
-		"discards=%llu write_zeroes=%llu errors=%llu",
+		"discards=%llu write_zeroes=%llu errors=%llu inline_writes=%llu",
 		e->conf->name, (unsigned long long)atomic_load(&s->reads),
 		(unsigned long long)atomic_load(&s->writes),
 		(unsigned long long)atomic_load(&s->flushes),
 		(unsigned long long)atomic_load(&s->fua_writes),
 		(unsigned long long)atomic_load(&s->discards),
 		(unsigned long long)atomic_load(&s->write_zeroes),
-		(unsigned long long)atomic_load(&s->errors));
+		(unsigned long long)atomic_load(&s->errors),
+		(unsigned long long)atomic_load(&s->inline_writes));
 }

@@ -313,6 +313,19 @@ static void execute(struct tgt_req *req)
 		return;
 	}
 	e = q->session->export;
+	if (c->opcode == RB_OP_WRITE &&
+	    tgt_export_write_inline(e, off, len, c->flags & RB_CMD_F_FUA)) {
+		int res;
+
+		req->state = REQ_EXECUTING;
+		q->io_inflight++;
+		res = e->ops->write_now(e, req->buf, len, off);
+		if (res >= 0)
+			atomic_fetch_add_explicit(&e->stats.inline_writes, 1,
+						  memory_order_relaxed);
+		tgt_req_io_done(req, res);
+		return;
+	}
 	sqe = tgt_reactor_get_sqe(r);
 	if (!sqe) {
 		enqueue(&r->pending_exec_tail, req);

@@ -22,6 +22,7 @@ struct tgt_queue;
 /* Counters a test or operator can read (dumped at exit and on SIGUSR1). */
 struct tgt_export_stats {
 	atomic_uint_fast64_t reads, writes, flushes, fua_writes, discards, write_zeroes, errors;
+	atomic_uint_fast64_t inline_writes; /* of writes: done by the reactor itself */
 };
 
 struct tgt_export {
@@ -34,6 +35,8 @@ struct tgt_export {
 	uint32_t flags; /* RB_EXP_* */
 	uint32_t handle; /* index + 1 */
 	bool direct; /* O_DIRECT in effect */
+	bool inline_writes; /* buffered and conf->inline_writes: see tgt_export_write_inline */
+	uint32_t page_size;
 	atomic_bool zero_range_unsupported; /* fall back to punch hole */
 	struct tgt_export_stats stats;
 };
@@ -53,6 +56,8 @@ struct tgt_backend_ops {
 			     uint64_t len);
 	void (*prep_write_zeroes)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
 				  uint64_t len);
+	/* Write now, in the calling thread: bytes written or -errno. */
+	int (*write_now)(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 };
 
 extern const struct tgt_backend_ops tgt_backend_file;
@@ -60,6 +65,7 @@ extern const struct tgt_backend_ops tgt_backend_blockdev;
 
 int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle);
 void tgt_export_close(struct tgt_export *e);
+bool tgt_export_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
 void tgt_export_dump_stats(const struct tgt_export *e);
 
 /* A host's association: created by CONNECT on an admin queue. */
@@ -94,7 +100,7 @@ enum tgt_req_state {
 	REQ_NEED_READ_SLOT, /* waiting on queue->pending_read (max_rd_atomic) */
 	REQ_TRANSFER_FROM_HOST, /* RDMA READ of write data (or CONNECT params) posted */
 	REQ_READY_TO_EXECUTE, /* data local; waiting on reactor->pending_exec for SQ space */
-	REQ_EXECUTING, /* SQE submitted to io_uring */
+	REQ_EXECUTING, /* SQE submitted to io_uring (or an inline write running) */
 	/* CONNECT replacing a session: until that session's commands finish
 	 * (queue->replacing), so none of them can land after a re-issued one. */
 	REQ_WAIT_PREDECESSOR,
