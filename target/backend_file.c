@@ -94,8 +94,8 @@ static int write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64
  * pages is a copy into the page cache; ext4 and most file systems cannot do it
  * without possibly blocking, so io_uring hands each one to a worker thread,
  * and it serialises a file's buffered writes there: a thread switch and a
- * wake-up per write (measured: 26 against 15 us of target CPU per 4 KiB write,
- * 39k against 60k IOPS).  A partial page may need a read from the disk first
+ * wake-up per write (bench/ab-cpu.sh, 4 KiB randwrite: 22-24 against 14-17 us
+ * of target CPU per write, 43-49k against 56-68k IOPS).  A partial page may need a read from the disk first
  * and a FUA write waits for it: those stay asynchronous.  The cost: the
  * reactor, and every queue on it, waits when the kernel throttles a writer
  * that dirties pages faster than they are written back.
