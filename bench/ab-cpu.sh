@@ -12,6 +12,8 @@
 #   RW=randread BS=4k QD=32 NIOS=300000 ROUNDS=4 SIZE=1G
 #   BENCH_DIR=/var/tmp                     where the exported file lives
 #   TARGET_CONF=, EXPORT_CONF=, INITIATOR_OPTS=   as for nbd-bench.sh
+#   INLINE_WRITES=yes|no                   the export's inline-writes (unset: key left
+#                                          out, as builds before it need)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -eq 2 ] || { echo "usage: $0 BUILD_A BUILD_B" >&2; exit 2; }

@@ -58,6 +58,7 @@ ${TARGET_CONF:-}
 [export bench]
 path = $W/disk.img
 direct = no
+${INLINE_WRITES:+inline-writes = $INLINE_WRITES}
 ${EXPORT_CONF:-}
 CONF
 	"$b/target/rdmablk-target" --config "$W/$name-target.conf" >"$W/$name-target.log" 2>&1 &

@@ -8,7 +8,8 @@
 #   c   nbdkit file plugin directly (Unix socket)
 # The file lives on BENCH_DIR (default /var/tmp) and is read through the page
 # cache by everyone (nbdkit's file plugin does so by default; the rdmablk
-# export sets direct = no), so the disk does not dominate.  tmpfs is a poor
+# export sets direct = no, and inline-writes = yes: see rdmablk-target(8)),
+# so the disk does not dominate.  tmpfs is a poor
 # choice for rdmablk: it has no non-blocking reads, so io_uring hands every
 # request to a worker thread (BENCH_DIR=/dev/shm shows that).
 # Prints one line per job: IOPS or bandwidth and mean latency per peer, and
@@ -22,6 +23,8 @@
 #   RUNTIME=10 SIZE=1G                   per-job seconds, file size
 #   POLL_US=50                           poll-us for ap; 0 leaves ap out
 #   ONLY=qd1                             run only the jobs whose name has this
+#   INLINE_WRITES=yes                    the export's inline-writes (empty:
+#                                        leave the key out, for old builds)
 #   TARGET_CONF=, EXPORT_CONF=, INITIATOR_OPTS=
 #                                        extra [target] / [export] lines and
 #                                        initiator flags for a and ap
@@ -33,6 +36,7 @@ RUNTIME=${RUNTIME:-10}
 SIZE=${SIZE:-1G}
 POLL_US=${POLL_US:-50}
 BENCH_NAME=bench
+INLINE_WRITES=${INLINE_WRITES-yes}
 . "$src/bench/host-lib.sh"
 bench_need fio nbdkit python3
 bench_setup

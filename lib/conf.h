@@ -26,7 +26,7 @@ struct rb_export_conf {
 	char path[4096];
 	bool read_only;
 	bool direct; /* O_DIRECT, default true */
-	bool inline_writes; /* buffered page-aligned writes by the reactor, default true */
+	bool inline_writes; /* buffered page-aligned writes by the reactor, default false */
 	int nr_allowed; /* 0 = any host */
 	char allowed[RB_MAX_ALLOWED_HOSTS][RB_HOSTID_MAX];
 	int line; /* line of the [export NAME] header, for messages */

@@ -484,7 +484,6 @@ static int add_named(struct parse_ctx *ctx, const char *name)
 		e = &e[t->nr_exports];
 		memset(e, 0, sizeof(*e));
 		e->direct = true;
-		e->inline_writes = true;
 		strcpy(e->name, name);
 		e->line = ctx->lineno;
 		ctx->index = t->nr_exports++;

@@ -11,8 +11,8 @@
  *   WRITE_ZEROES   fallocate ZERO_RANGE|KEEP_SIZE (BLKZEROOUT on devices);
  *                  file systems without ZERO_RANGE (tmpfs) fall back to
  *                  PUNCH_HOLE, which also reads back as zeroes.
- * Buffered exports (direct = no) do page-aligned writes with pwrite in the
- * reactor instead (inline-writes, see tgt_export_write_inline).
+ * Buffered exports (direct = no) with inline-writes = yes do page-aligned
+ * writes with pwrite in the reactor instead (see tgt_export_write_inline).
  */
 #include "config.h"
 
@@ -96,9 +96,9 @@ static int write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64
  * and it serialises a file's buffered writes there: a thread switch and a
  * wake-up per write (bench/ab-cpu.sh, 4 KiB randwrite: 22-24 against 14-17 us
  * of target CPU per write, 43-49k against 56-68k IOPS).  A partial page may need a read from the disk first
- * and a FUA write waits for it: those stay asynchronous.  The cost: the
- * reactor, and every queue on it, waits when the kernel throttles a writer
- * that dirties pages faster than they are written back.
+ * and a FUA write waits for it: those stay asynchronous.  The cost, why it is
+ * not the default: the reactor, and every queue on it, waits while a write
+ * blocks (dirty throttling, a frozen file system).
  */
 bool tgt_export_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua)
 {

@@ -1,7 +1,7 @@
 #!/bin/bash
-# Buffered exports (direct = no): whole-page writes are done by the reactor
-# (inline-writes, the default), partial pages and FUA writes by io_uring; with
-# inline-writes = no every write goes through io_uring.  Both paths keep the
+# Buffered exports (direct = no): with inline-writes = yes whole-page writes
+# are done by the reactor, partial pages and FUA writes by io_uring; without
+# it (the default) every write goes through io_uring.  Both paths keep the
 # data (fio crc32c verify over mixed block sizes and alignments, exact bytes
 # at page edges, the file equal to the NBD view), and the target's stats show
 # which path each export took.
@@ -10,18 +10,17 @@ requires fio nbdcopy
 
 port=$(free_port)
 truncate -s 32M "$T/inl.img" "$T/async.img"
-write_target_conf "$T/target.conf" "$port" inl "$T/inl.img" "direct = no"
+write_target_conf "$T/target.conf" "$port" inl "$T/inl.img" "direct = no" "inline-writes = yes"
 cat >>"$T/target.conf" <<EOF
 
 [export async]
 path = $T/async.img
 direct = no
-inline-writes = no
 EOF
 start_target "$T/target.conf"
 grep -q "export inl: .*, inline writes" "$T/target.log" || fail "export inl: no 'inline writes' in its open line"
 grep "export async: " "$T/target.log" | grep -q "inline writes" &&
-	fail "export async (inline-writes = no) says inline writes"
+	fail "export async (inline-writes not set: no) says inline writes"
 
 for x in inl async; do
 	start_initiator "ini-$x" "$(target_url "$port")/$x" --queues 2 --queue-depth 16
@@ -58,6 +57,6 @@ done
 # fio's unaligned job alone writes more than 100 partial pages.
 [ "$(stat_of inl writes)" -gt "$(($(stat_of inl inline_writes) + 100))" ] ||
 	fail "inl: too few writes went through io_uring (partial pages and FUA must)"
-[ "$(stat_of async inline_writes)" = 0 ] || fail "async: inline-writes = no, yet writes were inline"
+[ "$(stat_of async inline_writes)" = 0 ] || fail "async: inline-writes not set (no), yet writes were inline"
 [ "$(stat_of async writes)" -gt 100 ] || fail "async: writes missing from the stats"
 echo "ok"

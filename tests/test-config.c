@@ -308,7 +308,7 @@ static void test_target_good(void)
 			   "path = /dev/disk/by-id/x;y\n"
 			   "read-only = yes\n"
 			   "direct = no\n"
-			   "inline-writes = off\n"
+			   "inline-writes = on\n"
 			   "allowed-hosts = rdmablk:uuid:1, host2 host3\n"
 			   "allowed-hosts = host4\n"
 			   "[ export  vol.b ]   ; second\n"
@@ -341,8 +341,8 @@ static void test_target_good(void)
 	ok(e != NULL, "lookup disk0");
 	if (e) {
 		is_str(e->path, "/dev/disk/by-id/x;y", "';' without a blank is not a comment");
-		ok(e->read_only && !e->direct && !e->inline_writes,
-		   "read-only, not direct, no inline writes");
+		ok(e->read_only && !e->direct && e->inline_writes,
+		   "read-only, not direct, inline writes");
 		is_int(e->nr_allowed, 4, "four allowed hosts");
 		is_str(e->allowed[0], "rdmablk:uuid:1", "allowed[0]");
 		is_str(e->allowed[2], "host3", "allowed[2] space separated");
@@ -352,7 +352,7 @@ static void test_target_good(void)
 	e = rb_target_conf_export(&c, "vol.b");
 	ok(e != NULL, "lookup vol.b (blanks in the header trimmed)");
 	if (e)
-		ok(!e->read_only && e->direct && e->inline_writes && e->nr_allowed == 0,
+		ok(!e->read_only && e->direct && !e->inline_writes && e->nr_allowed == 0,
 		   "export defaults");
 	ok(rb_target_conf_export(&c, "nope") == NULL, "lookup of a missing export");
 	rb_target_conf_free(&c);
