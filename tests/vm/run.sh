@@ -84,7 +84,7 @@ fi
 # Only our own files: the results dir may be one the user chose.
 for t in $tests; do
 	n=$(basename "$t" .sh)
-	rm -f "$RESULTS/$n.log" "$RESULTS/$n.rc" "$RESULTS/$n.dmesg" "$RESULTS/$n.host"
+	rm -f "$RESULTS/$n.log" "$RESULTS/$n.rc" "$RESULTS/$n.dmesg" "$RESULTS/$n.host" "$RESULTS/$n".*.out
 done
 rm -f "$RESULTS/done" "$RESULTS/tainted" "$RESULTS/console.log" "$RESULTS/console.boot" \
 	"$RESULTS/params" "$RESULTS/progress"

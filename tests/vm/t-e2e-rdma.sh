@@ -23,6 +23,10 @@ for t in e2e-basic e2e-nbdcopy e2e-fio-verify e2e-readonly e2e-acl e2e-malformed
 		bash "$top_srcdir/tests/$t.sh" >"$t.out" 2>&1 || rc=$?
 	echo "# $t over rdma: exit $rc"
 	if [ "$rc" != 0 ]; then
+		# The whole output goes to the host; here the verdict, then the end.
+		cp "$t.out" "$RDMABLK_VM_RESULTS/t-e2e-rdma.$t.out" 2>/dev/null &&
+			echo "# whole output: t-e2e-rdma.$t.out in the results"
+		grep -E '^(FAIL|SKIP|not ok)' "$t.out" | head -n 5
 		tail -40 "$t.out"
 		failed="$failed $t"
 	fi
