@@ -57,6 +57,7 @@ struct rb_queue {
 	uint16_t *free_stack;
 	uint32_t nr_free;
 	uint32_t nr_inflight; /* slots with resp_pending */
+	uint32_t nr_answered; /* answers held until their SEND completes */
 	int wr_outstanding; /* posted work requests not completed */
 
 	bool connected;

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -113,10 +114,11 @@ int rb_queue_slots_get(struct rb_queue *q, unsigned int n, struct rb_slot **out)
 	return 0;
 }
 
-/* A slot frees only once its SEND completed: waiters need that wakeup. */
+/* A slot frees, and a held answer goes out, only once its SEND completed:
+ * slot waiters and held answers need that wakeup. */
 bool ini_queue_waits_for_send(const struct rb_queue *q)
 {
-	return q->wait_head != NULL;
+	return q->wait_head != NULL || q->nr_answered;
 }
 
 void rb_queue_slots_put(struct rb_queue *q, unsigned int n, struct rb_slot **slots)
@@ -291,10 +293,38 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 			rb_warn("%s: queue %u: %s offset %" PRIu64 " length %u failed: %s",
 				q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->offset,
 				sl->length, rb_status_name(status));
+		if (sl->send_pending) {
+			/*
+			 * The answer overtook our SEND's own completion (the
+			 * ACK travels apart from it).  The capsule is the
+			 * transport's until then and a frontend holding the
+			 * slot would post a second SEND for it, past the send
+			 * queue's depth: answer with the send completion, as
+			 * nvme-rdma does.
+			 */
+			sl->io = io;
+			sl->answered = true;
+			q->nr_answered++;
+			sl->ans_status = status;
+			sl->ans_result = rb_from_le64(rsp.result);
+			return;
+		}
 		io_chunk_done(io, status ? -rb_status_errno(status) : 0, status,
 			      rb_from_le64(rsp.result));
 	}
 	slot_maybe_free(q, sl);
+}
+
+/* The answer kept by recv_done, once the slot's SEND has completed. */
+static void deliver_answer(struct rb_queue *q, struct rb_slot *sl)
+{
+	struct rb_io *io = sl->io;
+	uint16_t status = sl->ans_status;
+
+	sl->io = NULL;
+	sl->answered = false;
+	q->nr_answered--;
+	io_chunk_done(io, status ? -rb_status_errno(status) : 0, status, sl->ans_result);
 }
 
 static void send_done(struct rb_cq *cq, struct rb_wc *wc)
@@ -306,6 +336,9 @@ static void send_done(struct rb_cq *cq, struct rb_wc *wc)
 	sl->send_pending = false;
 	if (wc->status != RB_WC_SUCCESS)
 		fail_wc(q, "send", wc);
+	/* Even flushed: the target has answered, so the command went through. */
+	if (sl->answered)
+		deliver_answer(q, sl);
 	slot_maybe_free(q, sl);
 }
 
@@ -319,6 +352,12 @@ void ini_queue_fail_inflight(struct rb_queue *q)
 		struct rb_io *io;
 		bool timed_out = sl->timed_out;
 
+		/* A dead queue posts nothing more: the answer may go now. */
+		if (sl->answered) {
+			deliver_answer(q, sl);
+			slot_maybe_free(q, sl);
+			continue;
+		}
 		if (!sl->resp_pending)
 			continue;
 		sl->resp_pending = false;
@@ -381,6 +420,8 @@ static int post_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, ui
 	int nsge = 1, ret;
 	uint8_t op = io->opcode;
 
+	/* recv_done holds a slot's answer until its last SEND completed. */
+	assert(!sl->send_pending && !sl->answered);
 	memset(c, 0, sizeof(*c));
 	c->opcode = op;
 	c->flags = io->flags;

@@ -182,6 +182,9 @@ struct rb_slot {
 	bool send_pending; /* capsule SEND not completed */
 	bool resp_pending; /* no response yet */
 	bool timed_out; /* io already failed; waiting for a late answer */
+	bool answered; /* answer kept (ans_*) until the SEND completes */
+	uint16_t ans_status;
+	uint64_t ans_result;
 	bool free; /* on the queue's free stack */
 };
 
