@@ -600,8 +600,8 @@ static int queue_alloc(struct rb_queue *q)
 	q->slots = calloc(n, sizeof(*q->slots));
 	q->recvs = calloc(n, sizeof(*q->recvs));
 	q->free_stack = calloc(n, sizeof(*q->free_stack));
-	q->caps = aligned_alloc(64, (size_t)n * sizeof(*q->caps));
-	q->rsps = aligned_alloc(64, (size_t)n * sizeof(*q->rsps));
+	q->caps = rb_alloc_lines((size_t)n * sizeof(*q->caps));
+	q->rsps = rb_alloc_lines((size_t)n * sizeof(*q->rsps));
 	if (!q->slots || !q->recvs || !q->free_stack || !q->caps || !q->rsps) {
 		rb_err("%s: queue %u: out of memory", q->s->target, q->qid);
 		return -ENOMEM;

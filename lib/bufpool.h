@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 struct rb_bufpool {
 	void *base;
@@ -33,6 +34,14 @@ static inline uint32_t rb_bufpool_index(const struct rb_bufpool *p, const void *
 static inline void *rb_bufpool_at(const struct rb_bufpool *p, uint32_t i)
 {
 	return (char *)p->base + (size_t)i * p->buf_size;
+}
+
+/* Cache-line aligned, for capsule and response arrays.  aligned_alloc
+ * wants a size that is a multiple of the alignment (C11; ASan enforces
+ * it): three 16-byte responses are not, so round up. */
+static inline void *rb_alloc_lines(size_t len)
+{
+	return aligned_alloc(64, (len + 63) / 64 * 64);
 }
 
 #endif

@@ -109,8 +109,8 @@ static int queue_alloc(struct tgt_queue *q)
 	q->nr_reqs = (uint32_t)q->depth * 2;
 	q->recvs = calloc(q->depth, sizeof(*q->recvs));
 	q->reqs = calloc(q->nr_reqs, sizeof(*q->reqs));
-	q->capsules = aligned_alloc(64, (size_t)q->depth * sizeof(*q->capsules));
-	q->rsps = aligned_alloc(64, (size_t)q->nr_reqs * sizeof(*q->rsps));
+	q->capsules = rb_alloc_lines((size_t)q->depth * sizeof(*q->capsules));
+	q->rsps = rb_alloc_lines((size_t)q->nr_reqs * sizeof(*q->rsps));
 	if (!q->recvs || !q->reqs || !q->capsules || !q->rsps)
 		return -ENOMEM;
 	ret = ops->reg_mr(q->cx->domain, q->capsules, (size_t)q->depth * sizeof(*q->capsules),
