@@ -349,17 +349,23 @@ static void test_answer_overtakes_send(void)
 	close_queue(&q);
 }
 
+/* A depth-2 queue with one WRITE answered while its SEND is outstanding. */
+static void answered_write(struct rb_queue *q, struct tag *t)
+{
+	is_int(open_queue(q, 2), 0, "depth-2 queue connects");
+	is_int(rb_queue_slots_get(q, 1, &t->slot), 0, "the tag gets a slot");
+	is_int(tag_go(t), 0, "WRITE posted");
+	answer(t->slot->cid, RB_S_SUCCESS);
+	is_int(t->done, 0, "answered, SEND outstanding: not done yet");
+}
+
 /* Answer in, then the queue dies before the SEND completes: the answer holds. */
 static void test_answer_then_death(void)
 {
 	struct rb_queue q;
 	struct tag t = { .q = &q };
 
-	is_int(open_queue(&q, 2), 0, "depth-2 queue connects");
-	is_int(rb_queue_slots_get(&q, 1, &t.slot), 0, "the tag gets a slot");
-	is_int(tag_go(&t), 0, "WRITE posted");
-	answer(t.slot->cid, RB_S_SUCCESS);
-	is_int(t.done, 0, "answered, SEND outstanding: not done yet");
+	answered_write(&q, &t);
 	ini_queue_fail(&q, "test: link lost");
 	ok(T.disconnected, "the dead queue disconnects");
 	run_deferred();
@@ -378,10 +384,7 @@ static void test_answer_then_flush(void)
 	struct rb_queue q;
 	struct tag t = { .q = &q };
 
-	is_int(open_queue(&q, 2), 0, "queue connects");
-	is_int(rb_queue_slots_get(&q, 1, &t.slot), 0, "slot");
-	is_int(tag_go(&t), 0, "WRITE posted");
-	answer(t.slot->cid, RB_S_SUCCESS);
+	answered_write(&q, &t);
 	complete_send(RB_WC_FLUSH_ERR);
 	is_int(t.done, 1, "the flushed SEND delivers the answer");
 	is_int(t.err, 0, "as success: the target did answer");
