@@ -5,6 +5,10 @@
  * deadline, the command as sent, and a buffer in the queue's registered
  * pool.  A slot returns to the free stack only when the frontend released
  * it, its SEND completed and its response arrived (or the queue died).
+ * Its command completes to the frontend once both of the latter are in:
+ * an answer polled before its SEND's completion is held in the slot
+ * (answered), so a frontend that keeps the slot never posts a second
+ * SEND on it while the first is still the transport's.
  */
 #include "config.h"
 
