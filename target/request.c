@@ -152,7 +152,10 @@ void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result)
 	 * a receive waiting. */
 	tgt_req_release_recv(req);
 	if (q->dead) {
-		req_free(req);
+		/* An RDMA WRITE of admin data posted to the dead connection
+		 * still completes (flushed): write_done frees the request. */
+		if (!req->wr_pending)
+			req_free(req);
 		return;
 	}
 	req->rsp->cid = req->cmd.cid;
