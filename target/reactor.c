@@ -444,7 +444,7 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 {
 	const struct rb_target_conf *c = &t->conf;
 	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
-	uint32_t incap_count = c->buffers * 4;
+	uint32_t incap_count = c->buffers * 4, incap_size = (c->incapsule + 4095) & ~4095u;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
@@ -461,9 +461,18 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 		       c->max_transfer, strerror(-ret));
 		return ret;
 	}
-	ret = rb_bufpool_init(&r->incap, (c->incapsule + 4095) & ~4095u, incap_count);
-	if (ret < 0)
+	/* incapsule = 0: no queue takes one, but the ring and every domain
+	 * register this pool, and an empty one cannot be registered. */
+	if (!incap_size) {
+		incap_size = 4096;
+		incap_count = 1;
+	}
+	ret = rb_bufpool_init(&r->incap, incap_size, incap_count);
+	if (ret < 0) {
+		rb_err("reactor %d: cannot allocate %u in-capsule buffers of %u bytes: %s", id,
+		       incap_count, incap_size, strerror(-ret));
 		goto out_pool;
+	}
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	r->ring_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
