@@ -22,11 +22,13 @@
 #include "target.h"
 
 #define RESCAN_NS 1000000000ull
+#define ACCEPT_PAUSE_NS 1000000000ull
 
 struct listener {
 	const struct rb_transport_ops *ops;
 	struct rb_listener *l;
 	const struct rb_listen_addr *addr;
+	uint64_t paused_until; /* out of descriptors: off the epoll set until then */
 };
 
 static void usage(FILE *f)
@@ -94,7 +96,7 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 		tgt_reactor_post_conn(&t->reactors[(*rr)++ % (unsigned int)t->nr_reactors], m);
 }
 
-static void accept_all(struct tgt_target *t, struct listener *ls, unsigned int *rr)
+static void accept_all(struct tgt_target *t, struct listener *ls, int epfd, unsigned int *rr)
 {
 	for (;;) {
 		struct rb_conn *conn;
@@ -105,7 +107,15 @@ static void accept_all(struct tgt_target *t, struct listener *ls, unsigned int *
 		if (ret == -EAGAIN)
 			return;
 		if (ret < 0) {
-			rb_warn("%s listener: %s", ls->ops->name, strerror(-ret));
+			/* EMFILE and the like: the connection stays in the backlog
+			 * and the listener readable, so trying again at once would
+			 * spin.  Leave it alone for a while. */
+			rb_warn("%s listener: %s; not accepting for %llu ms", ls->ops->name,
+				strerror(-ret), ACCEPT_PAUSE_NS / 1000000ull);
+			if (epoll_ctl(epfd, EPOLL_CTL_DEL, ls->ops->listener_fd(ls->l), NULL) < 0)
+				rb_err("listener epoll_ctl del: %s", strerror(errno));
+			else
+				ls->paused_until = tgt_now_ns() + ACCEPT_PAUSE_NS;
 			return;
 		}
 		hand_off(t, ls, conn, priv, priv_len, rr);
@@ -193,6 +203,24 @@ static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 		ls[i].ops->rescan();
 }
 
+static void resume_listeners(struct tgt_target *t, struct listener *ls, int epfd)
+{
+	uint64_t now = tgt_now_ns();
+
+	for (int i = 0; i < t->conf.nr_listen; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i + 1 };
+
+		if (!ls[i].paused_until || now < ls[i].paused_until)
+			continue;
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls[i].ops->listener_fd(ls[i].l), &ev) < 0) {
+			rb_err("listener epoll_ctl add: %s", strerror(errno));
+			ls[i].paused_until = now + ACCEPT_PAUSE_NS;
+			continue;
+		}
+		ls[i].paused_until = 0;
+	}
+}
+
 /* The main thread's loop: accept connections until SIGTERM/SIGINT. */
 static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd)
 {
@@ -208,11 +236,12 @@ static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd)
 		if (n < 0)
 			return -errno;
 		rescan(t, ls, &next_scan);
+		resume_listeners(t, ls, epfd);
 		for (int i = 0; i < n; i++) {
 			struct signalfd_siginfo si;
 
 			if (evs[i].data.u32 != 0) {
-				accept_all(t, &ls[evs[i].data.u32 - 1], &rr);
+				accept_all(t, &ls[evs[i].data.u32 - 1], epfd, &rr);
 				continue;
 			}
 			if (read(sfd, &si, sizeof(si)) != sizeof(si))
