@@ -231,13 +231,27 @@ static int drain_ring(struct tgt_reactor *r)
 	return (int)total;
 }
 
+/*
+ * A failed submit (EAGAIN, EBUSY with the CQ overflowing, EINTR) leaves the
+ * SQEs in the ring: they stay pending, so the next round submits them again
+ * and the loop does not sleep before it has (liburing returns -errno).
+ */
 static void submit_ring(struct tgt_reactor *r)
 {
+	int ret;
+
 	if (!r->sq_pending)
 		return;
-	if (io_uring_submit(&r->ring) < 0)
-		rb_err("reactor %d: io_uring_submit: %s", r->id, strerror(errno));
-	r->sq_pending = 0;
+	ret = io_uring_submit(&r->ring);
+	if (ret >= 0) {
+		r->sq_pending = 0;
+		r->submit_failing = false;
+		return;
+	}
+	if (!r->submit_failing && ret != -EINTR)
+		rb_err("reactor %d: io_uring_submit of %u requests: %s; retrying", r->id,
+		       r->sq_pending, strerror(-ret));
+	r->submit_failing = true;
 }
 
 /*
@@ -335,6 +349,8 @@ static void reactor_loop(struct tgt_reactor *r)
 			timeout = 10;
 
 		submit_ring(r);
+		if (r->sq_pending && timeout > 1)
+			timeout = 1;
 		/* Everything this round posted goes out now, in one go per conn. */
 		for (int i = 0; i < r->nr_cqctx; i++)
 			if (r->cqctx[i].cq)

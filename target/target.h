@@ -201,6 +201,7 @@ struct tgt_reactor {
 	int timer_fd;
 	struct io_uring ring;
 	unsigned int sq_pending; /* SQEs prepared, not submitted */
+	bool submit_failing; /* last io_uring_submit failed (logged once) */
 	struct rb_bufpool pool; /* max_transfer buffers: fixed buffer 0 */
 	struct rb_bufpool incap; /* in-capsule buffers: fixed buffer 1 */
 	struct tgt_cqctx cqctx[8];

@@ -144,10 +144,21 @@ write_target_conf() {
 	} >"$f"
 }
 
+# shim_preload NAME.so: LD_PRELOAD for a test shim built in tests/; in a
+# sanitizer build the ASan runtime has to come first.
+shim_preload() {
+	local shim="$top_builddir/tests/$1" asan
+	[ -f "$shim" ] || fail "test shim $shim was not built"
+	asan=$(ldd "$TARGET_BIN" | awk '/libasan/ { print $3 }')
+	echo "${asan:+$asan }$shim"
+}
+
 # start_target CONF [NAME]: pidfile $T/NAME.pid, log $T/NAME.log.
+# TARGET_PRELOAD=SHIM.so: the target runs with that test shim preloaded.
 start_target() {
 	local conf=$1 name=${2:-target}
-	"$TARGET_BIN" --config "$conf" --pidfile "$T/$name.pid" >"$T/$name.log" 2>&1 &
+	env ${TARGET_PRELOAD:+"LD_PRELOAD=$(shim_preload "$TARGET_PRELOAD")"} \
+		"$TARGET_BIN" --config "$conf" --pidfile "$T/$name.pid" >"$T/$name.log" 2>&1 &
 	echo $! >"$T/$name.pid.launch"
 	_pidfiles="$_pidfiles $T/$name.pid"
 	if ! wait_until 20 grep -q "ready:" "$T/$name.log"; then
