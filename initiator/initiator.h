@@ -104,6 +104,7 @@ struct rb_reactor {
 	bool owns_admin;
 	bool leaked_queue; /* a queue on this CQ could not be freed: keep the CQ */
 	struct rb_task pause_task; /* recovery: park this thread (recover.c) */
+	bool resumed; /* pause_task ran: the rest of this batch may be stale */
 };
 
 struct rb_session {

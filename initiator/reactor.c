@@ -389,10 +389,17 @@ static void *reactor_main(void *arg)
 		if (r->cq)
 			r->ops->cq_cork(r->cq, true);
 		r->cq_fired = false;
+		r->resumed = false;
 		for (int i = 0; i < n; i++) {
 			struct rb_poll *p = evs[i].data.ptr;
 
 			p->fn(p, evs[i].events);
+			/* Parked by a recovery (recover.c), whose thread ran our
+			 * deferred work meanwhile: what the rest of this batch
+			 * points at may be freed.  Every fd is level-triggered,
+			 * so those still ready report again. */
+			if (r->resumed)
+				break;
 		}
 		settle(r, now || r->cq_fired);
 		if (r->cq)

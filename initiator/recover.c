@@ -56,6 +56,7 @@ static void pause_task(struct rb_task *t)
 	s->rec_paused--;
 	pthread_cond_broadcast(&s->rec_cond);
 	pthread_mutex_unlock(&s->rec_lock);
+	r->resumed = true;
 	/* The CQ may be a new one: the loop uncorks it at the end of the round. */
 	if (r->cq)
 		r->ops->cq_cork(r->cq, true);

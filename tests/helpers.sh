@@ -169,10 +169,12 @@ start_target() {
 
 # start_initiator NAME ARGS...: runs in the background; waits until it logs
 # "ready:" (all queues connected) and its NBD Unix socket $T/NAME.sock is there.
+# INITIATOR_PRELOAD=SHIM.so: the initiator runs with that test shim preloaded.
 start_initiator() {
 	local name=$1
 	shift
-	"$INITIATOR_BIN" "$@" --nbd-socket "$T/$name.sock" >"$T/$name.log" 2>&1 &
+	env ${INITIATOR_PRELOAD:+"LD_PRELOAD=$(shim_preload "$INITIATOR_PRELOAD")"} \
+		"$INITIATOR_BIN" "$@" --nbd-socket "$T/$name.sock" >"$T/$name.log" 2>&1 &
 	echo $! >"$T/$name.pid"
 	_pidfiles="$_pidfiles $T/$name.pid"
 	# The socket exists before the session is up; "ready:" follows CONNECT
