@@ -522,11 +522,21 @@ int rb_queue_submit(struct rb_queue *q, struct rb_io *io)
 
 void ini_queue_tick(struct rb_queue *q, uint64_t now)
 {
-	if (!q->dead && q->nr_inflight) {
+	if (!q->dead && (q->nr_inflight || q->nr_answered)) {
 		for (uint32_t i = 0; i < q->depth; i++) {
 			struct rb_slot *sl = &q->slots[i];
 			struct rb_io *io;
 
+			if (sl->answered && now >= sl->deadline_ms) {
+				/* Answered, but our own SEND never completed (over tcp: the
+				 * target never acknowledged the capsule).  The connection
+				 * is what fails; its flush delivers the answer. */
+				rb_warn("%s: queue %u: %s cid %u answered, but its command SEND "
+					"did not complete in time",
+					q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->cid);
+				ini_queue_fail(q, "command SEND not completed");
+				return;
+			}
 			if (!sl->resp_pending || sl->timed_out || now < sl->deadline_ms)
 				continue;
 			if (q->s->p.ctrl_loss_tmo_ms) {

@@ -6,7 +6,8 @@
  * queue asked for, as a queue pair does.  Covers an answer that overtakes
  * its own SEND's completion (a frontend that reuses its slot at once must
  * not post a second SEND for it), the same on a queue that dies before the
- * SEND completes, and a late answer to a timed-out command.
+ * SEND completes, a late answer to a timed-out command, and an answered
+ * command whose SEND never completes.
  */
 #include "config.h"
 
@@ -422,6 +423,23 @@ static void test_late_answer(void)
 	close_queue(&q);
 }
 
+/* Answered, but the SEND never completes: the timeout ends the queue, not the wait. */
+static void test_send_never_completes(void)
+{
+	struct rb_queue q;
+	struct tag t = { .q = &q };
+
+	answered_write(&q, &t);
+	now_ms += 5000;
+	ini_queue_tick(&q, now_ms);
+	ok(q.dead, "the timeout fails the queue");
+	run_deferred();
+	is_int(t.done, 1, "the reap completes the WRITE");
+	is_int(t.err, 0, "with the target's answer");
+	rb_queue_slots_put(&q, 1, &t.slot);
+	close_queue(&q);
+}
+
 int main(void)
 {
 	rb_log_init("test-ini-queue", RB_LOG_WARN);
@@ -429,5 +447,6 @@ int main(void)
 	test_answer_then_death();
 	test_answer_then_flush();
 	test_late_answer();
+	test_send_never_completes();
 	return tap_done();
 }
