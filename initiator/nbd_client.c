@@ -179,11 +179,61 @@ static void got_slots(struct nbd_client *c, struct nbd_req *req)
 	submit_req(c, req);
 }
 
+/* Holds command slots and has not moved since @since, though only it can:
+ * its replies wait for it to read them, or we wait for the rest of its
+ * payload.  (A reader that still sends requests is stuck all the same.) */
+static bool client_stuck(const struct nbd_client *c, uint64_t since)
+{
+	if (c->closed)
+		return false;
+	if (c->st == CS_TX_PAYLOAD && c->req && c->req->has_slots && c->read_ms <= since)
+		return true;
+	if (!c->out_blocked || c->sent_ms > since)
+		return false;
+	for (const struct nbd_req *req = c->rq_head; req; req = req->next)
+		if (req->has_slots)
+			return true;
+	return false;
+}
+
+/*
+ * req waited a whole command timeout for slots of its queue.  Clients of
+ * that queue which moved no data all that time while holding slots
+ * (a reader that never reads its replies, a writer stopped in the middle
+ * of a payload) are closed, so one stuck client cannot fail the others'
+ * I/O.  Returns how many were closed.
+ */
+static unsigned int close_stuck_clients(struct nbd_client *c, const struct nbd_req *req)
+{
+	unsigned int n = 0;
+
+	for (struct nbd_client *o = c->rc->clients; o; o = o->next) {
+		if (o == c || o->q != c->q || !client_stuck(o, req->wait_ms))
+			continue;
+		rb_warn("nbd client %" PRIu64 " (%s): holds command slots and moved no data for "
+			"%" PRIu64 " ms while client %" PRIu64 " waited for a slot; closing it",
+			o->id, o->desc, rb_now_ms() - req->wait_ms, c->id);
+		client_close(o, "stuck while holding command slots");
+		n++;
+	}
+	return n;
+}
+
 static void on_slots(struct rb_slot_waiter *w, int err)
 {
 	struct nbd_req *req = rb_container_of(w, struct nbd_req, w);
 	struct nbd_client *c = req->c;
 
+	if (err == -ETIMEDOUT && !req->evicted && close_stuck_clients(c, req)) {
+		/* Once: a queue that stays full after that is the target's doing. */
+		req->evicted = true;
+		err = rb_queue_slots_get(c->q, req->nr_slots, req->slots);
+		if (err == -EAGAIN) {
+			req->wait_ms = rb_now_ms();
+			rb_queue_slots_wait(c->q, &req->w);
+			return;
+		}
+	}
 	if (err)
 		refuse_req(c, req, nbd_errno_to_nbd(err == -ETIMEDOUT ? -EIO : err));
 	else
@@ -214,6 +264,7 @@ static void start_req(struct nbd_client *c, const struct nbd_req_hdr *h)
 		req->w.n = req->nr_slots;
 		c->req = req;
 		c->st = CS_TX_WAIT_SLOTS;
+		req->wait_ms = rb_now_ms();
 		rb_queue_slots_wait(c->q, &req->w);
 		return;
 	}
@@ -281,6 +332,7 @@ static ssize_t c_read_iov(struct nbd_client *c, struct iovec *iov, int n, const 
 
 		if (r > 0) {
 			c->in_drained = (size_t)r < want;
+			c->read_ms = rb_now_ms();
 			return r;
 		}
 		if (r == 0) {
@@ -672,6 +724,7 @@ static bool send_out(struct nbd_client *c, struct iovec *iov, int n, size_t *sen
 
 		if (r >= 0) {
 			*sent = (size_t)r;
+			c->sent_ms = rb_now_ms();
 			return true;
 		}
 		if (errno == EINTR)

@@ -41,6 +41,8 @@ struct nbd_req {
 	unsigned int nr_slots;
 	bool has_slots;
 	bool data_reply; /* successful READ: the payload follows the header */
+	bool evicted; /* its slot wait already closed stuck clients once */
+	uint64_t wait_ms; /* when it began to wait for slots */
 	size_t sent; /* reply bytes written */
 	struct nbd_req *next; /* reply queue or free list */
 	struct rb_slot *slots[]; /* srv->max_slots */
@@ -73,6 +75,7 @@ struct nbd_client {
 	bool out_blocked; /* last send hit EAGAIN: wait for EPOLLOUT */
 	bool in_drained; /* client_input: a short read emptied the socket */
 	bool draining;
+	uint64_t sent_ms, read_ms; /* last time bytes went out, came in */
 
 	struct nbd_hs_state hs;
 	struct nbd_buf out; /* handshake replies */

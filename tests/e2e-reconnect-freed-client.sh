@@ -16,37 +16,15 @@ EPOLL_DELAY_MS=300 INITIATOR_PRELOAD=epoll-delay.so start_initiator ini \
 	"$(target_url "$port")/disk0" --queues 1 --threads 1 --queue-depth 2 --timeout 1000 \
 	--keepalive 0 --ctrl-loss-tmo 20000 --reconnect-delay 500 --log-level debug
 
-python3 - "$T/ini.sock" "$T/ini.log" "$(cat "$T/target.pid")" <<'PY' || fail "client script failed"
-import os, signal, socket, struct, sys, time
+PYTHONPATH="$top_srcdir/tests" python3 - "$T/ini.sock" "$T/ini.log" "$(cat "$T/target.pid")" <<'PY' || fail "client script failed"
+import os, signal, sys, time
+from nbdraw import *
 sock, log, tpid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
-def recvall(s, n):
-    b = b""
-    while len(b) < n:
-        d = s.recv(n - len(b))
-        if not d:
-            raise EOFError
-        b += d
-    return b
-
-def attach():
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock)
-    s.settimeout(10)
-    recvall(s, 18)
-    s.sendall(struct.pack(">I", 3))
-    s.sendall(struct.pack(">QII", 0x49484156454f5054, 7, 6) + struct.pack(">IH", 0, 0))
-    while True:
-        _, _, t, l = struct.unpack(">QIII", recvall(s, 20))
-        recvall(s, l)
-        if t == 1:
-            return s
-        assert not t & 0x80000000, hex(t)
-
 def read(s, off, handle):
-    s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, handle, off, 4096))
+    request(s, CMD_READ, handle, off, 4096)
 
-a, x = attach(), attach()
+a, x = attach(sock), attach(sock)
 os.kill(tpid, signal.SIGSTOP)
 try:
     # a takes both slots; x waits for one.  a's commands time out, the
