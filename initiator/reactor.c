@@ -119,10 +119,9 @@ static int drain_cq(struct rb_reactor *r)
 		return 0;
 	do {
 		n = r->ops->cq_poll(r->cq, wc, INI_WC_BATCH);
-		if (n < 0) {
-			rb_err("reactor %d: %s cq poll: %s", r->id, r->ops->name, strerror(-n));
-			return total;
-		}
+		/* A CQ that cannot be polled strands every queue on it. */
+		if (n < 0)
+			rb_fatal("reactor %d: %s cq poll: %s", r->id, r->ops->name, strerror(-n));
 		for (int i = 0; i < n; i++)
 			wc[i].cqe->done(r->cq, &wc[i]);
 		total += n;
@@ -382,8 +381,9 @@ static void *reactor_main(void *arg)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			rb_err("reactor %d: epoll_wait: %s", r->id, strerror(errno));
-			break;
+			/* EBADF, EFAULT, EINVAL: a bug.  Leaving the loop would
+			 * hang every queue and client on this reactor. */
+			rb_fatal("reactor %d: epoll_wait: %s", r->id, strerror(errno));
 		}
 		/* Posts made while handling this round go out together at uncork. */
 		if (r->cq)

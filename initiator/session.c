@@ -92,7 +92,8 @@ static int admin_sync(struct rb_session *s, struct rb_slot *sl, uint8_t op, uint
 		ini_queue_fail(&s->admin, "admin command never completed");
 		ini_reactor_progress(r);
 		if (!c.done)
-			abort();
+			rb_fatal("admin %s still pending after its queue failed",
+				 rb_opcode_name(op));
 	}
 	*status = c.io.status;
 	*result = c.io.result;

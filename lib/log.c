@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -78,4 +79,16 @@ void rb_log(enum rb_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	rb_vlog(level, fmt, ap);
 	va_end(ap);
+}
+
+void rb_fatal(const char *fmt, ...)
+{
+	char msg[900];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	rb_log(RB_LOG_ERR, "fatal: %s; aborting", msg);
+	abort();
 }

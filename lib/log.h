@@ -18,6 +18,10 @@ void rb_log(enum rb_log_level level, const char *fmt, ...) __attribute__((format
 void rb_vlog(enum rb_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 
+/* A broken invariant the process cannot go on from: log why, then abort()
+ * (a core for the bug; systemd restarts the unit) rather than hang. */
+void rb_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
 #define rb_err(...) rb_log(RB_LOG_ERR, __VA_ARGS__)
 #define rb_warn(...) rb_log(RB_LOG_WARN, __VA_ARGS__)
 #define rb_info(...) rb_log(RB_LOG_INFO, __VA_ARGS__)

@@ -145,7 +145,8 @@ struct rb_transport_ops {
 	int (*cq_fd)(struct rb_cq *cq);
 	/* Event-driven use: get event -> cq_arm -> cq_poll until empty. */
 	int (*cq_arm)(struct rb_cq *cq);
-	/* Returns number of completions written to wc (0..n) or -errno. */
+	/* Returns number of completions written to wc (0..n) or -errno: the
+	 * CQ itself is broken (callers give up the process). */
 	int (*cq_poll)(struct rb_cq *cq, struct rb_wc *wc, int n);
 	/* Optional: while corked, posts on this CQ's connections may be held
 	 * and sent together at uncork (doorbell batching).  A reactor corks

@@ -517,18 +517,21 @@ static void cq_flush_dirty(struct tcp_cq *cq)
 	}
 }
 
-static void cq_progress(struct tcp_cq *cq)
+static int cq_progress(struct tcp_cq *cq)
 {
 	struct epoll_event ev[64];
 	int n;
 
 	n = epoll_wait(cq->epfd, ev, (int)RB_ARRAY_SIZE(ev), 0);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
 	for (int i = 0; i < n; i++) {
 		struct tcp_conn *c = ev[i].data.ptr;
 
 		if (c)
 			tcp_conn_event(c, ev[i].events);
 	}
+	return 0;
 }
 
 static int cq_pop(struct tcp_cq *cq, struct rb_wc *wc, int n)
@@ -555,14 +558,19 @@ static int cq_pop(struct tcp_cq *cq, struct rb_wc *wc, int n)
 static int tcp_cq_poll(struct rb_cq *rcq, struct rb_wc *wc, int n)
 {
 	struct tcp_cq *cq = to_cq(rcq);
-	int got;
+	int got, ret;
 
 	if (n <= 0 || !wc)
 		return -EINVAL;
 	cq->in_poll = true;
 	cq_flush_dirty(cq);
-	if (cq->done.n < (unsigned int)n)
-		cq_progress(cq);
+	if (cq->done.n < (unsigned int)n) {
+		ret = cq_progress(cq);
+		if (ret) {
+			cq->in_poll = false;
+			return ret;
+		}
+	}
 	got = cq_pop(cq, wc, n);
 	if (got < n) {
 		/* End of a batch: acks and writes go out before the caller sleeps. */

@@ -199,10 +199,9 @@ static int drain_cq(struct tgt_reactor *r, struct tgt_cqctx *cx)
 
 	do {
 		n = cx->ops->cq_poll(cx->cq, wc, WC_BATCH);
-		if (n < 0) {
-			rb_err("reactor %d: %s cq poll: %s", r->id, cx->ops->name, strerror(-n));
-			return n;
-		}
+		/* A CQ that cannot be polled strands every queue on it. */
+		if (n < 0)
+			rb_fatal("reactor %d: %s cq poll: %s", r->id, cx->ops->name, strerror(-n));
 		for (int i = 0; i < n; i++)
 			wc[i].cqe->done(cx->cq, &wc[i]);
 		total += n;
@@ -339,7 +338,7 @@ static void reactor_loop(struct tgt_reactor *r)
 	uint64_t drain_deadline = 0;
 
 	for (;;) {
-		int timeout = 1000, n, work = 0;
+		int timeout = 1000, n, werr, work = 0;
 		bool quiet;
 
 		/* Draining, or a CONNECT waiting for its predecessor: look every 10 ms. */
@@ -365,14 +364,15 @@ static void reactor_loop(struct tgt_reactor *r)
 		if (ring_notify(r, true))
 			timeout = 0;
 		n = epoll_wait(r->epfd, evs, (int)RB_ARRAY_SIZE(evs), timeout);
+		werr = n < 0 ? errno : 0;
 		ring_notify(r, false);
 		for (int i = 0; i < r->nr_cqctx; i++)
 			if (r->cqctx[i].cq)
 				r->cqctx[i].ops->cq_cork(r->cqctx[i].cq, true);
-		if (n < 0 && errno != EINTR) {
-			rb_err("reactor %d: epoll_wait: %s", r->id, strerror(errno));
-			break;
-		}
+		/* EBADF, EFAULT, EINVAL: a bug.  Leaving the loop would hang
+		 * every connection on this reactor. */
+		if (n < 0 && werr != EINTR)
+			rb_fatal("reactor %d: epoll_wait: %s", r->id, strerror(werr));
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = evs[i].data.u64, v;
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +155,38 @@ static void test_send_recv(struct rb_listener *l)
 	pair_close(&pp, NULL, 0);
 	buf_free(&sb);
 	buf_free(&rb);
+}
+
+/* tcp: a CQ whose epoll set is unusable reports it from cq_poll (the
+ * engine gives up the process) instead of looking empty forever. */
+static void test_cq_poll_error(void)
+{
+	struct rb_domain *d = NULL;
+	struct rb_cq *cq = NULL;
+	struct rb_wc wc[4];
+	int fd, saved, other;
+
+	if (T->domain_open(&opts, &d) || T->cq_create(d, 64, &cq)) {
+		ok(0, "domain and cq for the poll error test");
+		goto out;
+	}
+	fd = T->cq_fd(cq);
+	saved = dup(fd);
+	other = eventfd(0, EFD_CLOEXEC);
+	if (saved < 0 || other < 0 || dup2(other, fd) < 0) {
+		ok(0, "swap the cq's epoll fd: %s", strerror(errno));
+		goto out;
+	}
+	is_int(T->cq_poll(cq, wc, 4), -EINVAL, "cq_poll on a non-epoll fd returns -EINVAL");
+	dup2(saved, fd);
+	is_int(T->cq_poll(cq, wc, 4), 0, "cq_poll works again with its own fd");
+	close(saved);
+	close(other);
+out:
+	if (cq)
+		T->cq_destroy(cq);
+	if (d)
+		T->domain_close(d);
 }
 
 static void test_ordering(struct rb_listener *l)
@@ -574,6 +607,8 @@ int main(int argc, char **argv)
 	if (is_tcp)
 		test_len_err(l, true); /* rdma would retry RNR instead */
 	test_disconnect(l);
+	if (is_tcp)
+		test_cq_poll_error();
 	T->listener_close(l);
 	return tap_done();
 }
