@@ -42,6 +42,7 @@ struct rb_target_conf {
 	uint32_t incapsule; /* in-capsule data limit; default 8 KiB */
 	uint32_t buffers; /* I/O buffers per reactor; default 256 */
 	uint32_t keepalive_ms; /* max accepted KATO; default 120000 */
+	uint32_t transfer_timeout_ms; /* host must complete a transfer; default 15000 */
 	int log_level; /* enum rb_log_level */
 	struct rb_transport_opts topts;
 	int nr_exports;

@@ -25,7 +25,7 @@
 #include "log.h"
 #include "uri.h"
 
-#define MAX_KEYS 16
+#define MAX_KEYS 24
 
 enum sec_kind { SEC_NONE, SEC_TARGET, SEC_EXPORT, SEC_INITIATOR, SEC_ATTACH, SEC_KINDS };
 
@@ -141,6 +141,7 @@ static const struct key_desc target_keys[] = {
 	NUM(struct rb_target_conf, "incapsule", incapsule, K_SIZE, 0, 16u << 20),
 	NUM(struct rb_target_conf, "buffers", buffers, K_U32, 1, 65536),
 	NUM(struct rb_target_conf, "keepalive-timeout", keepalive_ms, K_U32, 1000, 3600000),
+	NUM(struct rb_target_conf, "transfer-timeout", transfer_timeout_ms, K_U32, 1000, 3600000),
 	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
 	TOPTS(struct rb_target_conf),
 	{ .name = NULL },
@@ -716,6 +717,7 @@ void rb_target_conf_init(struct rb_target_conf *c)
 	c->incapsule = 8 * 1024;
 	c->buffers = 256;
 	c->keepalive_ms = 120000;
+	c->transfer_timeout_ms = 15000;
 	c->log_level = RB_LOG_INFO;
 	rb_transport_opts_init(&c->topts);
 }

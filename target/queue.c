@@ -338,6 +338,46 @@ static bool queue_idle(const struct tgt_queue *q)
 	return true;
 }
 
+/*
+ * A host that stops reading, or withholds the acknowledgements of the tcp
+ * transport (or never reposts receives over rdma with rnr-retry 7), would
+ * keep the pool buffers of its requests forever, and the reactor's other
+ * hosts would wait for buffers behind it.  Over rdma a live host cannot
+ * hold back acknowledgements, and the retry counters end a dead one; this
+ * is the same bound for every transport.
+ */
+bool tgt_queue_check_transfers(struct tgt_queue *q)
+{
+	const struct tgt_reactor *r = q->r;
+	uint64_t limit = (r->t->conf.transfer_timeout_ms + 999) / 1000 + 1;
+	bool overdue = false;
+
+	if (q->dead)
+		return false;
+	for (uint32_t i = 0; i < q->nr_reqs; i++) {
+		const struct tgt_req *req = &q->reqs[i];
+		uint64_t age = r->tick - req->posted_tick;
+
+		if (!req->wr_pending ||
+		    (req->state != REQ_TRANSFER_FROM_HOST && req->state != REQ_COMPLETING))
+			continue;
+		if (age >= limit) {
+			rb_warn("queue %u (peer %s, qp %u): %s cid %u: the host did not complete "
+				"the %s within transfer-timeout (%u ms); closing the queue to free "
+				"its buffers",
+				q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
+				rb_from_le16(req->cmd.cid),
+				req->state == REQ_COMPLETING ? "response" : "data transfer",
+				r->t->conf.transfer_timeout_ms);
+			tgt_queue_fail(q, "transfer timeout");
+			return false;
+		}
+		if (age >= 2)
+			overdue = true;
+	}
+	return overdue;
+}
+
 void tgt_queue_drain(struct tgt_reactor *r, bool force)
 {
 	struct tgt_queue *q, *next;

@@ -304,8 +304,14 @@ static void on_timer(struct tgt_reactor *r)
 	uint64_t now = tgt_now_ns();
 	struct tgt_queue *q, *next;
 
+	r->tick++;
+	r->ack_overdue = false;
 	for (q = r->queues; q; q = next) {
 		next = q->next;
+		/* Before the keep-alive check, which may free q.  A queue failed
+		 * here still has the overdue WR: its flush completion frees it. */
+		if (tgt_queue_check_transfers(q))
+			r->ack_overdue = true;
 		if (q->session && atomic_load(&q->session->dead) && !q->dead)
 			tgt_queue_fail(q, "session ended");
 		else if (q->qid == 0)
@@ -319,11 +325,12 @@ static void on_timer(struct tgt_reactor *r)
  * May the reactor sleep through completions of its own SENDs and WRITEs?
  * Not while something waits for one: a data buffer (a read's is freed when
  * its response SEND completes), a request slot for a parked command, the
- * response to a DISCONNECT, or the drain at shutdown.
+ * response to a DISCONNECT, the drain at shutdown, or a request that has
+ * waited over a tick (tcp then asks the host for its lazy acks).
  */
 static bool reactor_quiet(const struct tgt_reactor *r, bool stop_seen)
 {
-	if (stop_seen || r->pending_buf)
+	if (stop_seen || r->pending_buf || r->ack_overdue)
 		return false;
 	for (const struct tgt_queue *q = r->queues; q; q = q->next)
 		if (q->parked || q->disconnect_requested)

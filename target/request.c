@@ -144,6 +144,7 @@ void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result)
 	req->status = status;
 	req->result = result;
 	req->state = REQ_COMPLETING;
+	req->posted_tick = q->r->tick;
 	/* Answered (or about to be): the host may reuse this credit now. */
 	assert(q->nr_active > 0);
 	q->nr_active--;
@@ -382,6 +383,7 @@ static void post_read_from_host(struct tgt_req *req)
 		return;
 	}
 	req->state = REQ_TRANSFER_FROM_HOST;
+	req->posted_tick = q->r->tick;
 	req->wr_pending++;
 	q->wr_outstanding++;
 	q->reads_inflight++;

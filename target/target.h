@@ -130,6 +130,7 @@ struct tgt_req {
 	void *buf; /* data buffer from reactor pool, or in-capsule data */
 	bool buf_from_pool;
 	int wr_pending; /* posted WRs not yet completed */
+	uint64_t posted_tick; /* reactor tick of the last post to the host */
 	uint16_t status;
 	uint64_t result;
 	bool fua_sync; /* FUA write-zeroes: datasync step issued */
@@ -215,6 +216,10 @@ struct tgt_reactor {
 	struct tgt_conn_msg *inbox;
 	atomic_bool stopping;
 	struct rb_spin spin; /* busy-poll / poll-us */
+	uint64_t tick; /* timer ticks (1 s) since start */
+	/* A request waited over a tick for the host's acknowledgement: do not
+	 * wait quietly (tcp asks for its lazy acks), see on_timer. */
+	bool ack_overdue;
 };
 
 struct tgt_target {
@@ -241,6 +246,9 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q);
 int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv);
 /* Stopping: refuse new commands, close idle queues; force closes all. */
 void tgt_queue_drain(struct tgt_reactor *r, bool force);
+/* Once a tick: fail the queue if the host left a transfer or response
+ * unacknowledged for transfer-timeout; true if one is over a tick old. */
+bool tgt_queue_check_transfers(struct tgt_queue *q);
 
 /* request.c */
 void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
