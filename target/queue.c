@@ -121,6 +121,16 @@ static int queue_alloc(struct tgt_queue *q)
 			  RB_ACCESS_LOCAL, &q->rsp_mr);
 	if (ret)
 		return ret;
+	/* In-capsule data is an optimisation: a queue that finds the pool
+	 * short still connects, and its writes go by RDMA READ instead. */
+	if (q->incapsule && r->incap.nfree < q->depth) {
+		rb_warn("%s peer %s: queue %u: %u of the reactor's %u in-capsule buffers free, "
+			"%u needed: this queue gets no in-capsule writes (raise buffers = %u to "
+			"give more)",
+			ops->name, q->peer, q->qid, r->incap.nfree, r->incap.count, q->depth,
+			r->t->conf.buffers);
+		q->incapsule = 0;
+	}
 	for (uint16_t i = 0; i < q->depth; i++) {
 		struct tgt_recv *rv = &q->recvs[i];
 
