@@ -42,8 +42,9 @@ struct cli {
 	bool ublk; /* --ublk */
 	int ublk_id; /* --ublk-id; -1: not given */
 	uint32_t queues, depth, timeout, kato, threads, connect_timeout, ctrl_loss, rc_delay;
+	uint32_t nbd_max_clients;
 	bool queues_set, depth_set, timeout_set, kato_set, threads_set, connect_timeout_set;
-	bool ctrl_loss_set, rc_delay_set;
+	bool ctrl_loss_set, rc_delay_set, nbd_max_clients_set;
 	int tos, ack_timeout, retry_count, rnr_retry, poll_us; /* -1: not given */
 };
 
@@ -65,6 +66,7 @@ enum {
 	OPT_RECONNECT_DELAY,
 	OPT_LIST,
 	OPT_NBD_DEVICE,
+	OPT_NBD_MAX_CLIENTS,
 	OPT_UBLK,
 	OPT_UBLK_ID,
 };
@@ -82,6 +84,7 @@ static const struct option long_opts[] = {
 	{ "nbd-listen", required_argument, NULL, 'l' },
 	{ "nbd-listen-any", no_argument, NULL, OPT_LISTEN_ANY },
 	{ "nbd-device", required_argument, NULL, OPT_NBD_DEVICE },
+	{ "nbd-max-clients", required_argument, NULL, OPT_NBD_MAX_CLIENTS },
 	{ "ublk", no_argument, NULL, OPT_UBLK },
 	{ "ublk-id", required_argument, NULL, OPT_UBLK_ID },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
@@ -133,6 +136,8 @@ static void usage(FILE *f)
 		"                           serve NBD on TCP; HOST must be loopback\n"
 		"      --nbd-listen-any     allow a non-loopback --nbd-listen address (NBD has\n"
 		"                           no authentication or encryption: trusted nets only)\n"
+		"      --nbd-max-clients N  NBD clients served at once from the sockets above\n"
+		"                           (1..65536, default 256); more are closed at once\n"
 		"      --nbd-device DEV     attach as kernel block device DEV (/dev/nbdN, or\n"
 		"                           auto for the first free one; needs root and the\n"
 		"                           nbd module); prints \"attached /dev/nbdN\"\n"
@@ -222,6 +227,10 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case 'l': c->nbd_listen = optarg; break;
 		case OPT_LISTEN_ANY: c->nbd_listen_any = true; break;
 		case OPT_NBD_DEVICE: c->nbd_device = optarg; break;
+		case OPT_NBD_MAX_CLIENTS:
+			c->nbd_max_clients = parse_num("--nbd-max-clients", optarg, 1, 65536);
+			c->nbd_max_clients_set = true;
+			break;
 		case OPT_UBLK: c->ublk = true; break;
 		case OPT_UBLK_ID:
 			c->ublk_id = (int)parse_num("--ublk-id", optarg, 0, RB_UBLK_ID_MAX);
@@ -261,6 +270,7 @@ struct run {
 	struct rb_uri uri;
 	bool has_export;
 	const char *nbd_socket, *nbd_listen, *nbd_device;
+	uint32_t nbd_max_clients;
 	bool ublk; /* serve on a ublk device instead */
 	int ublk_id; /* its device id, -1: the first free one */
 };
@@ -414,6 +424,8 @@ static int build_run(const struct cli *c, struct run *r)
 			r->attach.nbd_listen[0] ? r->attach.nbd_listen : NULL;
 	r->nbd_device = c->nbd_device ? c->nbd_device :
 			r->attach.nbd_device[0] ? r->attach.nbd_device : NULL;
+	r->nbd_max_clients = c->nbd_max_clients_set ? c->nbd_max_clients :
+						      r->attach.nbd_max_clients;
 	if (c->list)
 		return 0;
 	r->ublk = c->ublk || r->attach.ublk;
@@ -508,7 +520,7 @@ static int serve(struct run *r, struct cli *c, int sfd)
 	ret = rb_session_open(&r->p, &s);
 	if (ret)
 		goto out_close_listeners;
-	ret = nbd_server_create(s, &srv);
+	ret = nbd_server_create(s, r->nbd_max_clients, &srv);
 	if (ret)
 		goto out_close_session;
 	epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -784,10 +784,12 @@ static void flush_task(struct rb_task *t)
 
 /* ---- client life cycle --------------------------------------------------------- */
 
-static void client_gone(struct nbd_server *srv)
+static void client_gone(struct nbd_server *srv, bool accepted)
 {
 	pthread_mutex_lock(&srv->lock);
 	srv->nr_clients--;
+	if (accepted)
+		srv->nr_accepted--;
 	pthread_cond_broadcast(&srv->cond);
 	pthread_mutex_unlock(&srv->lock);
 }
@@ -815,7 +817,7 @@ static void client_close(struct nbd_client *c, const char *why)
 		req_release(req);
 	}
 	c->rq_tail = NULL;
-	client_gone(c->srv);
+	client_gone(c->srv, c->handshake);
 	rb_reactor_defer(c->r, &c->free_task);
 }
 
@@ -903,12 +905,14 @@ int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bo
 		return -ESHUTDOWN;
 	}
 	srv->nr_clients++;
+	if (handshake)
+		srv->nr_accepted++;
 	pthread_mutex_unlock(&srv->lock);
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		rb_err("nbd: out of memory for client %s", desc);
 		close(fd);
-		client_gone(srv);
+		client_gone(srv, handshake);
 		return -ENOMEM;
 	}
 	c->srv = srv;

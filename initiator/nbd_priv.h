@@ -115,6 +115,11 @@ struct nbd_server {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned int nr_clients; /* open sockets; under lock */
+	unsigned int nr_accepted; /* of those, from the listeners (handshake); under lock */
+	unsigned int max_clients; /* cap on nr_accepted */
+	/* Connections refused at the cap (main thread), logged once a second. */
+	unsigned int refused;
+	uint64_t refused_log_ms;
 };
 
 /* nbd_client.c */

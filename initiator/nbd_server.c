@@ -26,7 +26,7 @@
 
 /* ---- server ------------------------------------------------------------------- */
 
-int nbd_server_create(struct rb_session *s, struct nbd_server **out)
+int nbd_server_create(struct rb_session *s, unsigned int max_clients, struct nbd_server **out)
 {
 	const struct rb_export_info *in = rb_session_info(s);
 	unsigned int nq = rb_session_nr_queues(s);
@@ -39,6 +39,7 @@ int nbd_server_create(struct rb_session *s, struct nbd_server **out)
 	if (!srv)
 		return -ENOMEM;
 	srv->s = s;
+	srv->max_clients = max_clients;
 	snprintf(srv->name, sizeof(srv->name), "%s", in->name);
 	chunk = rb_queue_buf_size(rb_session_queue(s, 0));
 	for (unsigned int i = 0; i < nq; i++) {
@@ -126,6 +127,34 @@ static void describe_peer(const struct sockaddr_storage *ss, socklen_t len, char
 	nbd_format_addr((const struct sockaddr *)ss, buf, blen);
 }
 
+/*
+ * A client over the cap is accepted and closed at once, so it sees EOF
+ * instead of hanging in the backlog.  However many come, one line a
+ * second at most, counting the refusals since the last line.
+ */
+static bool refuse_over_cap(struct nbd_server *srv, int fd, const char *desc)
+{
+	unsigned int open;
+	uint64_t now;
+
+	pthread_mutex_lock(&srv->lock);
+	open = srv->nr_accepted;
+	pthread_mutex_unlock(&srv->lock);
+	if (open < srv->max_clients)
+		return false;
+	srv->refused++;
+	now = rb_now_ms();
+	if (!srv->refused_log_ms || now >= srv->refused_log_ms + 1000) {
+		rb_warn("nbd %s: connection refused: already at nbd-max-clients = %u; %u refused "
+			"since the last such message",
+			desc, srv->max_clients, srv->refused);
+		srv->refused = 0;
+		srv->refused_log_ms = now;
+	}
+	close(fd);
+	return true;
+}
+
 void nbd_server_accept(struct nbd_server *srv, int listen_fd)
 {
 	for (;;) {
@@ -151,6 +180,8 @@ void nbd_server_accept(struct nbd_server *srv, int listen_fd)
 			return;
 		}
 		describe_peer(&ss, sl, desc, sizeof(desc), listen_fd);
+		if (refuse_over_cap(srv, fd, desc))
+			continue;
 		if ((ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
 		    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 			rb_dbg("nbd %s: TCP_NODELAY: %s", desc, strerror(errno));

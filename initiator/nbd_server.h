@@ -26,8 +26,10 @@
 
 struct nbd_server;
 
-/* After rb_session_open; derives block sizes and flags from the export. */
-int nbd_server_create(struct rb_session *s, struct nbd_server **out);
+/* After rb_session_open; derives block sizes and flags from the export.
+ * max_clients caps the connections from the listeners served at once;
+ * sockets added without the handshake (the kernel device's) never count. */
+int nbd_server_create(struct rb_session *s, unsigned int max_clients, struct nbd_server **out);
 const struct nbd_export_desc *nbd_server_export(const struct nbd_server *srv);
 
 /* Serve fd (connected, any blocking mode) on queue q.  Any thread; the
@@ -36,7 +38,8 @@ const struct nbd_export_desc *nbd_server_export(const struct nbd_server *srv);
 int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bool handshake,
 			  const char *desc);
 /* Accept every pending connection on a listening socket and hand each to
- * an I/O queue (round robin over the live ones). */
+ * an I/O queue (round robin over the live ones).  Over max_clients, a
+ * connection is closed at once: the client sees EOF. */
 void nbd_server_accept(struct nbd_server *srv, int listen_fd);
 
 /*

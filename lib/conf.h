@@ -65,6 +65,7 @@ struct rb_attach_conf {
 	char nbd_socket[108]; /* Unix socket path; "" = none */
 	char nbd_listen[280]; /* HOST:PORT loopback TCP; "" = none */
 	char nbd_device[64]; /* "/dev/nbdN", "auto" or "" (none) */
+	uint32_t nbd_max_clients; /* NBD socket clients at once; default 256 */
 	bool ublk;
 	uint32_t ublk_id; /* ublk device id; RB_UBLK_ID_ANY = the first free one */
 	int line;

@@ -174,6 +174,7 @@ static const struct key_desc attach_keys[] = {
 	STR(struct rb_attach_conf, "nbd-socket", nbd_socket, NULL),
 	STR(struct rb_attach_conf, "nbd-listen", nbd_listen, rb_conf_check_hostport),
 	STR(struct rb_attach_conf, "nbd-device", nbd_device, rb_conf_check_nbd_device),
+	NUM(struct rb_attach_conf, "nbd-max-clients", nbd_max_clients, K_U32, 1, 65536),
 	BOOL(struct rb_attach_conf, "ublk", ublk),
 	NUM(struct rb_attach_conf, "ublk-id", ublk_id, K_U32, 0, RB_UBLK_ID_MAX),
 	{ .name = NULL },
@@ -797,6 +798,7 @@ void rb_attach_conf_init(struct rb_attach_conf *a)
 	a->queue_depth = 128;
 	a->timeout_ms = 30000;
 	a->reconnect_delay_ms = 2000;
+	a->nbd_max_clients = 256;
 	a->ublk_id = RB_UBLK_ID_ANY;
 }
 

@@ -470,6 +470,10 @@ static void test_initiator(void)
 		      "3: nbd-device '/dev/nbd01': want /dev/nbdN or auto");
 	bad_initiator("[attach a]\nuri = tcp://h/x\nnbd-device = /dev/nbd\n",
 		      "3: nbd-device '/dev/nbd': want /dev/nbdN or auto");
+	bad_initiator("[attach a]\nuri = tcp://h/x\nnbd-max-clients = 0\n",
+		      "3: nbd-max-clients '0': out of range (1..65536)");
+	bad_initiator("[attach a]\nuri = tcp://h/x\nnbd-max-clients = many\n",
+		      "3: nbd-max-clients 'many': not a number");
 	bad_initiator("[attach a]\nuri = tcp://h/x\nnbd-listen = localhost\n",
 		      "3: nbd-listen 'localhost': missing port");
 	bad_initiator("[attach a]\nuri = tcp://h/x\nnbd-listen = [::1]:99999\n",
@@ -521,6 +525,7 @@ static void test_initiator(void)
 			      "nbd-socket = /run/rdmablk/disk0.sock\n"
 			      "nbd-listen = 127.0.0.1:10809\n"
 			      "nbd-device = /dev/nbd10\n"
+			      "nbd-max-clients = 65536\n"
 			      "ublk = yes\n"
 			      "ublk-id = 7\n"
 			      "[attach second:1]\n"
@@ -543,6 +548,7 @@ static void test_initiator(void)
 		is_str(a->nbd_socket, "/run/rdmablk/disk0.sock", "nbd-socket");
 		is_str(a->nbd_listen, "127.0.0.1:10809", "nbd-listen");
 		is_str(a->nbd_device, "/dev/nbd10", "nbd-device");
+		is_int((int)a->nbd_max_clients, 65536, "nbd-max-clients");
 		ok(a->ublk, "ublk");
 		is_int((int)a->ublk_id, 7, "ublk-id");
 		is_int(a->line, 9, "attach header line");
@@ -554,6 +560,7 @@ static void test_initiator(void)
 		   "attach defaults");
 		ok(a->nbd_socket[0] == '\0' && a->nbd_listen[0] == '\0', "no socket frontends");
 		is_str(a->nbd_device, "auto", "nbd-device auto");
+		is_int((int)a->nbd_max_clients, 256, "nbd-max-clients default");
 		ok(a->ublk_id == RB_UBLK_ID_ANY, "ublk-id default: the first free one");
 		ok(a->ctrl_loss_tmo_ms == 0 && a->reconnect_delay_ms == 2000,
 		   "reconnect defaults: off, 2000 ms apart");
