@@ -33,6 +33,7 @@
 #define DETACH_WAIT_MS 5000u /* for the kernel to drop /dev/nbdN */
 #define KDEV_CHECK_MS 2000u /* how often to look whether /dev/nbdN is still ours */
 #define RESCAN_MS 1000u /* how often the transport looks for removed devices */
+#define ACCEPT_PAUSE_MS 1000u /* an NBD listener's rest when out of descriptors */
 
 /* Command-line values; *_set says the flag was given (it beats the file). */
 struct cli {
@@ -496,6 +497,65 @@ static int do_list(struct run *r)
 	return 0;
 }
 
+/*
+ * Out of descriptors (or memory) the connection stays in the backlog and
+ * the listener readable: watched, it would wake the loop straight away.
+ * Take it off the epoll set for a while; one log line per pause.
+ */
+static void pause_listener(int epfd, const struct nbd_listeners *ls, int fd, int err,
+			   uint64_t *paused_until)
+{
+	char name[128];
+	int i = 0;
+
+	while (i < ls->nr && ls->fds[i] != fd)
+		i++;
+	if (i == ls->nr)
+		return; /* not a listener */
+	nbd_listener_name(fd, name, sizeof(name));
+	if (epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) < 0) {
+		rb_err("nbd listener %s: cannot pause it (epoll_ctl del: %s) after accept: %s",
+		       name, strerror(errno), strerror(-err));
+		return;
+	}
+	rb_warn("nbd listener %s: accept: %s; accepting again in %u ms", name, strerror(-err),
+		ACCEPT_PAUSE_MS);
+	paused_until[i] = rb_now_ms() + ACCEPT_PAUSE_MS;
+}
+
+/* Watch the listeners whose pause is over again; returns the longest the
+ * main loop may sleep so that the next one resumes on time. */
+static int resume_listeners(int epfd, const struct nbd_listeners *ls, uint64_t *paused_until)
+{
+	uint64_t now = rb_now_ms();
+	int wait_ms = (int)RESCAN_MS;
+
+	for (int i = 0; i < ls->nr; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = ls->fds[i] };
+
+		if (!paused_until[i])
+			continue;
+		if (now < paused_until[i]) {
+			if (paused_until[i] - now < (uint64_t)wait_ms)
+				wait_ms = (int)(paused_until[i] - now);
+			continue;
+		}
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls->fds[i], &ev) < 0) {
+			char name[128];
+			int e = errno;
+
+			nbd_listener_name(ls->fds[i], name, sizeof(name));
+			rb_err("nbd listener %s: cannot resume it (epoll_ctl add: %s); trying "
+			       "again in %u ms",
+			       name, strerror(e), ACCEPT_PAUSE_MS);
+			paused_until[i] = now + ACCEPT_PAUSE_MS;
+			continue;
+		}
+		paused_until[i] = 0;
+	}
+	return wait_ms;
+}
+
 static int serve(struct run *r, struct cli *c, int sfd)
 {
 	struct nbd_listeners ls;
@@ -505,7 +565,8 @@ static int serve(struct run *r, struct cli *c, int sfd)
 	struct epoll_event ev;
 	uint32_t drain_ms;
 	uint64_t next_scan, next_kdev;
-	int epfd = -1, ret;
+	uint64_t paused_until[NBD_MAX_LISTEN] = { 0 }; /* per listener, 0 = watched */
+	int epfd = -1, wait_ms = (int)RESCAN_MS, ret;
 
 	/* Sockets first: a bad or busy address fails before we touch the
 	 * target; clients that connect early wait in the backlog. */
@@ -562,9 +623,10 @@ static int serve(struct run *r, struct cli *c, int sfd)
 	next_kdev = rb_now_ms() + KDEV_CHECK_MS;
 	for (;;) {
 		struct epoll_event evs[8];
-		int n = epoll_wait(epfd, evs, 8, (int)RESCAN_MS);
+		int n = epoll_wait(epfd, evs, 8, wait_ms);
 		bool stop = false;
 		uint64_t now = rb_now_ms();
+		int err;
 
 		if (n < 0 && errno != EINTR) {
 			rb_err("epoll_wait: %s", strerror(errno));
@@ -574,6 +636,7 @@ static int serve(struct run *r, struct cli *c, int sfd)
 			next_scan = now + RESCAN_MS;
 			r->p.ops->rescan();
 		}
+		wait_ms = resume_listeners(epfd, &ls, paused_until);
 		/* With a kernel device, look now and then whether someone else
 		 * disconnected it: then there is nothing left to serve. */
 		if (kdev && now >= next_kdev) {
@@ -592,8 +655,8 @@ static int serve(struct run *r, struct cli *c, int sfd)
 					rb_info("signal %u: shutting down", si.ssi_signo);
 					stop = true;
 				}
-			} else {
-				nbd_server_accept(srv, evs[i].data.fd);
+			} else if ((err = nbd_server_accept(srv, evs[i].data.fd))) {
+				pause_listener(epfd, &ls, evs[i].data.fd, err, paused_until);
 			}
 		}
 		if (stop)

@@ -68,6 +68,19 @@ void nbd_format_addr(const struct sockaddr *sa, char *buf, size_t len)
 	}
 }
 
+void nbd_listener_name(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		snprintf(buf, len, "fd %d", fd);
+	else if (ss.ss_family == AF_UNIX)
+		snprintf(buf, len, "unix:%.100s", ((struct sockaddr_un *)&ss)->sun_path);
+	else
+		nbd_format_addr((struct sockaddr *)&ss, buf, len);
+}
+
 static int add_fd(struct nbd_listeners *ls, int fd)
 {
 	if (ls->nr == NBD_MAX_LISTEN) {

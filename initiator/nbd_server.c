@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,18 +112,11 @@ static struct rb_queue *pick_queue(struct nbd_server *srv)
 static void describe_peer(const struct sockaddr_storage *ss, socklen_t len, char *buf,
 			  size_t blen, int listen_fd)
 {
-	struct sockaddr_storage local;
-	socklen_t ll = sizeof(local);
-
-	if (ss->ss_family == AF_UNIX || len <= sizeof(sa_family_t)) {
-		if (getsockname(listen_fd, (struct sockaddr *)&local, &ll) == 0 &&
-		    local.ss_family == AF_UNIX)
-			snprintf(buf, blen, "unix:%.100s", ((struct sockaddr_un *)&local)->sun_path);
-		else
-			snprintf(buf, blen, "unix");
-		return;
-	}
-	nbd_format_addr((const struct sockaddr *)ss, buf, blen);
+	/* A Unix peer has no name: use the socket's. */
+	if (ss->ss_family == AF_UNIX || len <= sizeof(sa_family_t))
+		nbd_listener_name(listen_fd, buf, blen);
+	else
+		nbd_format_addr((const struct sockaddr *)ss, buf, blen);
 }
 
 /*
@@ -155,7 +147,7 @@ static bool refuse_over_cap(struct nbd_server *srv, int fd, const char *desc)
 	return true;
 }
 
-void nbd_server_accept(struct nbd_server *srv, int listen_fd)
+int nbd_server_accept(struct nbd_server *srv, int listen_fd)
 {
 	for (;;) {
 		struct sockaddr_storage ss;
@@ -168,16 +160,14 @@ void nbd_server_accept(struct nbd_server *srv, int listen_fd)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
-			rb_warn("nbd: accept: %s", strerror(errno));
+				return 0;
+			/* The connection stays in the backlog: the caller's
+			 * level-triggered loop would come straight back. */
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				/* Level-triggered: back off instead of spinning. */
-				struct timespec ts = { 0, 50 * 1000000L };
-
-				nanosleep(&ts, NULL);
-			}
-			return;
+			    errno == ENOMEM)
+				return -errno;
+			rb_warn("nbd: accept: %s", strerror(errno));
+			return 0;
 		}
 		describe_peer(&ss, sl, desc, sizeof(desc), listen_fd);
 		if (refuse_over_cap(srv, fd, desc))

@@ -39,8 +39,11 @@ int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bo
 			  const char *desc);
 /* Accept every pending connection on a listening socket and hand each to
  * an I/O queue (round robin over the live ones).  Over max_clients, a
- * connection is closed at once: the client sees EOF. */
-void nbd_server_accept(struct nbd_server *srv, int listen_fd);
+ * connection is closed at once: the client sees EOF.  0, or -errno when
+ * out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the
+ * connection stays in the backlog and the socket readable, so the caller
+ * should stop watching it for a while; not logged here. */
+int nbd_server_accept(struct nbd_server *srv, int listen_fd);
 
 /*
  * Shutdown, main thread, reactors running: refuse new clients, stop
@@ -72,5 +75,7 @@ void nbd_listeners_close(struct nbd_listeners *ls);
 bool nbd_addr_is_loopback(const struct sockaddr *sa);
 /* "1.2.3.4:5" / "[::1]:5" for logs. */
 void nbd_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+/* A listening socket's address for logs: "unix:PATH" or as above. */
+void nbd_listener_name(int fd, char *buf, size_t len);
 
 #endif

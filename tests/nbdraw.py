@@ -24,6 +24,11 @@ def attach(path, timeout=10):
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
     s.settimeout(timeout)
+    return handshake(s)
+
+
+def handshake(s):
+    """The same on a socket already connected."""
     recvall(s, 18)
     s.sendall(struct.pack(">I", 3))  # FIXED_NEWSTYLE | NO_ZEROES
     s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 6) + struct.pack(">IH", 0, 0))
