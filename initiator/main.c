@@ -635,6 +635,7 @@ static int serve(struct run *r, struct cli *c, int sfd)
 		if (now >= next_scan) {
 			next_scan = now + RESCAN_MS;
 			r->p.ops->rescan();
+			nbd_server_tick(srv);
 		}
 		wait_ms = resume_listeners(epfd, &ls, paused_until);
 		/* With a kernel device, look now and then whether someone else

@@ -881,6 +881,7 @@ static void client_start(struct rb_task *t)
 	}
 	c->registered = true;
 	c->events = EPOLLIN;
+	c->start_ms = rb_now_ms();
 	rb_info("nbd client %" PRIu64 " (%s): connected, queue %u", c->id, c->desc,
 		rb_queue_id(c->q));
 	if (c->handshake) {

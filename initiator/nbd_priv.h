@@ -53,7 +53,14 @@ struct nbd_rctx {
 	struct rb_reactor *r;
 	struct nbd_client *clients; /* owned by r's thread */
 	struct rb_task drain_task, force_task;
+	struct rb_task hs_task; /* nbd_server_tick: handshake limit */
+	atomic_bool hs_posted; /* hs_task queued, not yet run */
 };
+
+/* A client must finish the handshake within this (qemu-nbd's default
+ * handshake limit): one that connects and stalls would hold its place,
+ * under nbd-max-clients, for ever. */
+#define NBD_HANDSHAKE_LIMIT_MS 10000u
 
 #define NBD_STAGE (32u << 10)
 
@@ -76,6 +83,7 @@ struct nbd_client {
 	bool in_drained; /* client_input: a short read emptied the socket */
 	bool draining;
 	uint64_t sent_ms, read_ms; /* last time bytes went out, came in */
+	uint64_t start_ms; /* connected (handshake limit) */
 
 	struct nbd_hs_state hs;
 	struct nbd_buf out; /* handshake replies */

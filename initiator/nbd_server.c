@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,6 +197,47 @@ static void force_task(struct rb_task *t)
 	for (struct nbd_client *c = rc->clients, *next; c; c = next) {
 		next = c->next;
 		nbd_client_close(c, "server shutting down (drain timed out)");
+	}
+}
+
+/* Bytes the client sent that we have not read yet: then the wait is ours
+ * (this reactor was parked by a recovery), not the client's. */
+static bool input_pending(const struct nbd_client *c)
+{
+	int n = 0;
+
+	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+static void hs_task(struct rb_task *t)
+{
+	struct nbd_rctx *rc = rb_container_of(t, struct nbd_rctx, hs_task);
+	uint64_t now = rb_now_ms();
+
+	atomic_store(&rc->hs_posted, false);
+	for (struct nbd_client *c = rc->clients, *next; c; c = next) {
+		next = c->next;
+		if (c->closed || c->st >= CS_TX_HDR || now - c->start_ms < NBD_HANDSHAKE_LIMIT_MS ||
+		    input_pending(c))
+			continue;
+		rb_warn("nbd client %" PRIu64 " (%s): handshake not finished after %u ms; closing it",
+			c->id, c->desc, NBD_HANDSHAKE_LIMIT_MS);
+		nbd_client_close(c, "handshake limit");
+	}
+}
+
+void nbd_server_tick(struct nbd_server *srv)
+{
+	if (atomic_load(&srv->draining))
+		return;
+	for (unsigned int i = 0; i < srv->nr_rctx; i++) {
+		struct nbd_rctx *rc = &srv->rctx[i];
+
+		/* One at a time: a parked reactor must not get the task twice. */
+		if (rc->r && !atomic_exchange(&rc->hs_posted, true)) {
+			rc->hs_task.fn = hs_task;
+			rb_reactor_post(rc->r, &rc->hs_task);
+		}
 	}
 }
 

@@ -51,6 +51,9 @@ int nbd_server_accept(struct nbd_server *srv, int listen_fd);
  * go out for up to ms, then close what is left.
  */
 void nbd_server_shutdown(struct nbd_server *srv, uint32_t ms);
+/* About once a second, from the main loop: closes clients that have not
+ * finished the handshake within NBD_HANDSHAKE_LIMIT_MS. */
+void nbd_server_tick(struct nbd_server *srv);
 /* After rb_session_close (which completes anything still in flight). */
 void nbd_server_free(struct nbd_server *srv);
 
