@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmablk-initiator internals shared by session.c, queue.c and reactor.c.
+ * rdmablk-initiator internals shared by session.c, queue.c, queue_conn.c and
+ * reactor.c.
  * Frontends use session.h only.
  */
 #ifndef RB_INITIATOR_H
@@ -157,7 +158,7 @@ int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
 /* One non-blocking pass of the above (CQ, deferred work, timeouts). */
 void ini_reactor_progress(struct rb_reactor *r);
 
-/* queue.c */
+/* queue.c (I/O path) and queue_conn.c (set-up and teardown) */
 struct ini_queue_cfg {
 	uint16_t qid;
 	uint32_t depth; /* requested */
@@ -186,6 +187,14 @@ void ini_queue_fail_inflight(struct rb_queue *q);
  * its unanswered commands again (a failed attempt is undone by
  * ini_queue_release_transport once the queue is quiet). */
 int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg);
+/* queue.c's part of the set-up: the deferred tasks (on a zeroed queue),
+ * the completion handlers (once slots and receives are allocated), one
+ * receive posted, and the unanswered commands sent again on a new
+ * connection (*n of them; a failed post is logged and returned). */
+void ini_queue_init_tasks(struct rb_queue *q);
+void ini_queue_init_cqes(struct rb_queue *q);
+int ini_queue_post_recv(struct rb_queue *q, struct ini_recv *rv);
+int ini_queue_reissue_all(struct rb_queue *q, uint64_t deadline, uint32_t *n);
 
 /* session.c */
 void ini_session_tick(struct rb_session *s, uint64_t now_ms);
