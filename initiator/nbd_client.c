@@ -4,7 +4,8 @@
  * reactor that owns the client's I/O queue.  Sockets are non-blocking and
  * level-triggered; reading stops (EPOLLIN off) whenever the next step
  * cannot proceed: no free slot, too many replies not yet written, output
- * still pending in the handshake, or the server is draining.
+ * still pending in the handshake, or the server is draining.  Turning a
+ * request into I/O on the queue is nbd_request.c's.
  */
 #include "config.h"
 
@@ -30,288 +31,8 @@
 
 static _Thread_local uint8_t scratch[SCRATCH_SIZE];
 
-static void client_input(struct nbd_client *c);
 static void client_flush(struct nbd_client *c);
 static void client_close(struct nbd_client *c, const char *why);
-
-/* ---- requests ------------------------------------------------------------- */
-
-static struct nbd_req *req_alloc(struct nbd_client *c)
-{
-	struct nbd_req *req = c->free_reqs;
-
-	if (req) {
-		c->free_reqs = req->next;
-	} else {
-		req = malloc(sizeof(*req) + c->srv->max_slots * sizeof(req->slots[0]));
-		if (!req)
-			return NULL;
-	}
-	memset(req, 0, sizeof(*req));
-	req->c = c;
-	c->nr_reqs++;
-	return req;
-}
-
-static void req_put_slots(struct nbd_req *req)
-{
-	if (req->has_slots) {
-		rb_queue_slots_put(req->c->q, req->nr_slots, req->slots);
-		req->has_slots = false;
-	}
-}
-
-static void req_release(struct nbd_req *req)
-{
-	struct nbd_client *c = req->c;
-
-	req_put_slots(req);
-	req->next = c->free_reqs;
-	c->free_reqs = req;
-	c->nr_reqs--;
-}
-
-static size_t reply_len(const struct nbd_req *req)
-{
-	return sizeof(req->reply) + (req->data_reply ? req->length : 0);
-}
-
-/* Queue the reply; written after the current batch of completions. */
-static void queue_reply(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err)
-{
-	req->reply.magic = htobe32(NBD_SIMPLE_REPLY_MAGIC);
-	req->reply.error = htobe32(nbd_err);
-	req->sent = 0;
-	req->next = NULL;
-	if (c->rq_tail)
-		c->rq_tail->next = req;
-	else
-		c->rq_head = req;
-	c->rq_tail = req;
-	rb_reactor_defer(c->r, &c->flush_task);
-}
-
-static void req_done(struct rb_io *io, int err)
-{
-	struct nbd_req *req = io->priv;
-	struct nbd_client *c = req->c;
-
-	c->nr_io--;
-	if (c->closed) {
-		req_release(req);
-		rb_reactor_defer(c->r, &c->free_task);
-		return;
-	}
-	if (!err && req->type == NBD_CMD_READ)
-		req->data_reply = true; /* slots stay until the data went out */
-	else
-		req_put_slots(req);
-	queue_reply(c, req, nbd_errno_to_nbd(err));
-}
-
-static uint8_t rb_opcode_for(uint16_t type)
-{
-	switch (type) {
-	case NBD_CMD_READ: return RB_OP_READ;
-	case NBD_CMD_WRITE: return RB_OP_WRITE;
-	case NBD_CMD_FLUSH: return RB_OP_FLUSH;
-	case NBD_CMD_TRIM: return RB_OP_DISCARD;
-	default: return RB_OP_WRITE_ZEROES;
-	}
-}
-
-static void submit_req(struct nbd_client *c, struct nbd_req *req)
-{
-	struct rb_io *io = &req->io;
-	int ret;
-
-	memset(io, 0, sizeof(*io));
-	io->opcode = rb_opcode_for(req->type);
-	/* FUA matters only where data is written; the target refuses it on
-	 * the others, and NBD allows ignoring it there. */
-	if ((req->flags & NBD_CMD_FLAG_FUA) &&
-	    (io->opcode == RB_OP_WRITE || io->opcode == RB_OP_WRITE_ZEROES))
-		io->flags = RB_CMD_F_FUA;
-	if (io->opcode != RB_OP_FLUSH) {
-		io->offset = req->offset;
-		io->length = req->length;
-	}
-	io->nr_slots = req->nr_slots;
-	io->slots = req->slots;
-	io->done = req_done;
-	io->priv = req;
-	ret = rb_queue_submit(c->q, io);
-	if (ret) {
-		req_put_slots(req);
-		queue_reply(c, req, nbd_errno_to_nbd(ret));
-		return;
-	}
-	c->nr_io++;
-}
-
-/* A request that will not reach the target: consume any payload, reply. */
-static void refuse_req(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err)
-{
-	req_put_slots(req);
-	if (req->type == NBD_CMD_WRITE && req->length) {
-		req->reply.error = htobe32(nbd_err);
-		c->req = req;
-		c->skip = req->length;
-		c->st = CS_TX_DISCARD;
-		return;
-	}
-	c->req = NULL;
-	c->st = CS_TX_HDR;
-	queue_reply(c, req, nbd_err);
-}
-
-static void got_slots(struct nbd_client *c, struct nbd_req *req)
-{
-	req->has_slots = true;
-	if (req->type == NBD_CMD_WRITE) {
-		c->req = req;
-		c->payload_got = 0;
-		c->st = CS_TX_PAYLOAD;
-		return;
-	}
-	c->req = NULL;
-	c->st = CS_TX_HDR;
-	submit_req(c, req);
-}
-
-/* Holds command slots and has not moved since @since, though only it can:
- * its replies wait for it to read them, or we wait for the rest of its
- * payload.  (A reader that still sends requests is stuck all the same.) */
-static bool client_stuck(const struct nbd_client *c, uint64_t since)
-{
-	if (c->closed)
-		return false;
-	if (c->st == CS_TX_PAYLOAD && c->req && c->req->has_slots && c->read_ms <= since)
-		return true;
-	if (!c->out_blocked || c->sent_ms > since)
-		return false;
-	for (const struct nbd_req *req = c->rq_head; req; req = req->next)
-		if (req->has_slots)
-			return true;
-	return false;
-}
-
-/*
- * req waited a whole command timeout for slots of its queue.  Clients of
- * that queue which moved no data all that time while holding slots
- * (a reader that never reads its replies, a writer stopped in the middle
- * of a payload) are closed, so one stuck client cannot fail the others'
- * I/O.  Returns how many were closed.
- */
-static unsigned int close_stuck_clients(struct nbd_client *c, const struct nbd_req *req)
-{
-	unsigned int n = 0;
-
-	for (struct nbd_client *o = c->rc->clients; o; o = o->next) {
-		if (o == c || o->q != c->q || !client_stuck(o, req->wait_ms))
-			continue;
-		rb_warn("nbd client %" PRIu64 " (%s): holds command slots and moved no data for "
-			"%" PRIu64 " ms while client %" PRIu64 " waited for a slot; closing it",
-			o->id, o->desc, rb_now_ms() - req->wait_ms, c->id);
-		client_close(o, "stuck while holding command slots");
-		n++;
-	}
-	return n;
-}
-
-static void on_slots(struct rb_slot_waiter *w, int err)
-{
-	struct nbd_req *req = rb_container_of(w, struct nbd_req, w);
-	struct nbd_client *c = req->c;
-
-	if (err == -ETIMEDOUT && !req->evicted && close_stuck_clients(c, req)) {
-		/* Once: a queue that stays full after that is the target's doing. */
-		req->evicted = true;
-		err = rb_queue_slots_get(c->q, req->nr_slots, req->slots);
-		if (err == -EAGAIN) {
-			req->wait_ms = rb_now_ms();
-			rb_queue_slots_wait(c->q, &req->w);
-			return;
-		}
-	}
-	if (err)
-		refuse_req(c, req, nbd_errno_to_nbd(err == -ETIMEDOUT ? -EIO : err));
-	else
-		got_slots(c, req);
-	client_input(c); /* reading was paused while we waited */
-}
-
-static void start_req(struct nbd_client *c, const struct nbd_req_hdr *h)
-{
-	struct nbd_req *req = req_alloc(c);
-	int ret;
-
-	if (!req) {
-		client_close(c, "out of memory");
-		return;
-	}
-	req->reply.handle = h->handle;
-	req->type = h->type;
-	req->flags = h->flags;
-	req->offset = h->offset;
-	req->length = h->length;
-	req->nr_slots = rb_queue_slots_for(c->q, rb_opcode_for(h->type), h->length);
-	ret = rb_queue_slots_get(c->q, req->nr_slots, req->slots);
-	if (ret == -EAGAIN) {
-		/* Backpressure: stop reading this client until slots free. */
-		req->w.fn = on_slots;
-		req->w.slots = req->slots;
-		req->w.n = req->nr_slots;
-		c->req = req;
-		c->st = CS_TX_WAIT_SLOTS;
-		req->wait_ms = rb_now_ms();
-		rb_queue_slots_wait(c->q, &req->w);
-		return;
-	}
-	if (ret) {
-		refuse_req(c, req, nbd_errno_to_nbd(ret));
-		return;
-	}
-	got_slots(c, req);
-}
-
-/* A complete request header is in c->hdr. */
-static void handle_request(struct nbd_client *c)
-{
-	struct nbd_req_hdr h;
-	struct nbd_req *req;
-	uint32_t err;
-
-	c->hdr_got = 0;
-	if (!nbd_decode_request(c->hdr, &h)) {
-		client_close(c, "bad request magic (stream out of sync)");
-		return;
-	}
-	switch (nbd_check_request(&c->srv->exp, &h, &err)) {
-	case NBD_RC_DISCONNECT:
-		rb_dbg("nbd client %" PRIu64 ": NBD_CMD_DISC", c->id);
-		c->st = CS_TX_DISC;
-		return;
-	case NBD_RC_REPLY:
-		if (err)
-			rb_dbg("nbd client %" PRIu64 ": %s offset %" PRIu64 " length %u flags %#x "
-			       "refused: NBD error %u",
-			       c->id, nbd_cmd_name(h.type), h.offset, h.length, h.flags, err);
-		req = req_alloc(c);
-		if (!req) {
-			client_close(c, "out of memory");
-			return;
-		}
-		req->reply.handle = h.handle;
-		req->type = h.type;
-		req->length = h.length;
-		refuse_req(c, req, err);
-		return;
-	case NBD_RC_EXECUTE:
-		start_req(c, &h);
-		return;
-	}
-}
 
 /* ---- socket I/O ------------------------------------------------------------ */
 
@@ -615,7 +336,7 @@ out_complete:
 	if (c->payload_got == req->length) {
 		c->req = NULL;
 		c->st = CS_TX_HDR;
-		submit_req(c, req);
+		nbd_req_submit(c, req);
 	}
 }
 
@@ -636,10 +357,10 @@ static void discard_payload(struct nbd_client *c, bool *stop)
 	req = c->req;
 	c->req = NULL;
 	c->st = CS_TX_HDR;
-	queue_reply(c, req, be32toh(req->reply.error));
+	nbd_req_queue_reply(c, req, be32toh(req->reply.error));
 }
 
-static void client_input(struct nbd_client *c)
+void nbd_client_input(struct nbd_client *c)
 {
 	bool stop = false;
 
@@ -648,7 +369,7 @@ static void client_input(struct nbd_client *c)
 		switch (c->st) {
 		case CS_TX_HDR:
 			if (read_hdr(c, sizeof(struct nbd_request), &stop)) {
-				handle_request(c);
+				nbd_req_handle(c);
 				budget--;
 			}
 			break;
@@ -700,7 +421,7 @@ static void replies_sent(struct nbd_client *c, size_t n)
 {
 	while (n && c->rq_head) {
 		struct nbd_req *req = c->rq_head;
-		size_t left = reply_len(req) - req->sent;
+		size_t left = nbd_reply_len(req) - req->sent;
 
 		if (n < left) {
 			req->sent += n;
@@ -710,7 +431,7 @@ static void replies_sent(struct nbd_client *c, size_t n)
 		c->rq_head = req->next;
 		if (!c->rq_head)
 			c->rq_tail = NULL;
-		req_release(req);
+		nbd_req_release(req);
 	}
 }
 
@@ -774,7 +495,7 @@ out:
 
 static void input_task(struct rb_task *t)
 {
-	client_input(rb_container_of(t, struct nbd_client, input_task));
+	nbd_client_input(rb_container_of(t, struct nbd_client, input_task));
 }
 
 static void flush_task(struct rb_task *t)
@@ -807,14 +528,14 @@ static void client_close(struct nbd_client *c, const char *why)
 	if (c->req) {
 		if (c->st == CS_TX_WAIT_SLOTS)
 			rb_queue_slots_cancel(c->q, &c->req->w);
-		req_release(c->req);
+		nbd_req_release(c->req);
 		c->req = NULL;
 	}
 	while (c->rq_head) {
 		struct nbd_req *req = c->rq_head;
 
 		c->rq_head = req->next;
-		req_release(req);
+		nbd_req_release(req);
 	}
 	c->rq_tail = NULL;
 	client_gone(c->srv, c->handshake);
@@ -855,7 +576,7 @@ static void on_client_event(struct rb_poll *p, uint32_t events)
 	if (events & EPOLLOUT)
 		client_flush(c);
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-		client_input(c);
+		nbd_client_input(c);
 	/* Hung up while we were not reading (e.g. waiting for slots). */
 	if (!c->closed && (events & (EPOLLHUP | EPOLLERR)))
 		client_close(c, events & EPOLLERR ? "socket error" : "connection hung up");

@@ -134,5 +134,24 @@ struct nbd_server {
 /* Drain: stop reading new requests; close once in-flight work is done. */
 void nbd_client_drain(struct nbd_client *c);
 void nbd_client_close(struct nbd_client *c, const char *why);
+/* Read and act on what the client sent, as far as slots and buffers allow. */
+void nbd_client_input(struct nbd_client *c);
+
+/* nbd_request.c */
+/* The request header in c->hdr is complete: validate it, then start it
+ * or refuse it. */
+void nbd_req_handle(struct nbd_client *c);
+/* A WRITE's payload is in its slots: send the command(s). */
+void nbd_req_submit(struct nbd_client *c, struct nbd_req *req);
+/* Queue req's reply (error nbd_err) for the client's socket. */
+void nbd_req_queue_reply(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err);
+/* Give back its slots and the request itself. */
+void nbd_req_release(struct nbd_req *req);
+
+/* Bytes of req's reply on the wire: header, then a READ's data. */
+static inline size_t nbd_reply_len(const struct nbd_req *req)
+{
+	return sizeof(req->reply) + (req->data_reply ? req->length : 0);
+}
 
 #endif
