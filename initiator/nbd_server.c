@@ -125,6 +125,15 @@ static void describe_peer(const struct sockaddr_storage *ss, socklen_t len, char
  * instead of hanging in the backlog.  However many come, one line a
  * second at most, counting the refusals since the last line.
  */
+static void log_refusals(struct nbd_server *srv, const char *desc, uint64_t now)
+{
+	rb_warn("nbd %s: connection refused: already at nbd-max-clients = %u; %u refused since "
+		"the last such message",
+		desc, srv->max_clients, srv->refused);
+	srv->refused = 0;
+	srv->refused_log_ms = now;
+}
+
 static bool refuse_over_cap(struct nbd_server *srv, int fd, const char *desc)
 {
 	unsigned int open;
@@ -137,13 +146,8 @@ static bool refuse_over_cap(struct nbd_server *srv, int fd, const char *desc)
 		return false;
 	srv->refused++;
 	now = rb_now_ms();
-	if (!srv->refused_log_ms || now >= srv->refused_log_ms + 1000) {
-		rb_warn("nbd %s: connection refused: already at nbd-max-clients = %u; %u refused "
-			"since the last such message",
-			desc, srv->max_clients, srv->refused);
-		srv->refused = 0;
-		srv->refused_log_ms = now;
-	}
+	if (!srv->refused_log_ms || now >= srv->refused_log_ms + 1000)
+		log_refusals(srv, desc, now);
 	close(fd);
 	return true;
 }
@@ -228,6 +232,11 @@ static void hs_task(struct rb_task *t)
 
 void nbd_server_tick(struct nbd_server *srv)
 {
+	uint64_t now = rb_now_ms();
+
+	/* Refusals since the last warning, once the flood is over. */
+	if (srv->refused && now >= srv->refused_log_ms + 1000)
+		log_refusals(srv, "listeners", now);
 	if (atomic_load(&srv->draining))
 		return;
 	for (unsigned int i = 0; i < srv->nr_rctx; i++) {

@@ -52,7 +52,8 @@ int nbd_server_accept(struct nbd_server *srv, int listen_fd);
  */
 void nbd_server_shutdown(struct nbd_server *srv, uint32_t ms);
 /* About once a second, from the main loop: closes clients that have not
- * finished the handshake within NBD_HANDSHAKE_LIMIT_MS. */
+ * finished the handshake within NBD_HANDSHAKE_LIMIT_MS, and logs the
+ * refusals at the cap not logged yet. */
 void nbd_server_tick(struct nbd_server *srv);
 /* After rb_session_close (which completes anything still in flight). */
 void nbd_server_free(struct nbd_server *srv);
