@@ -359,8 +359,12 @@ static bool queue_idle(const struct tgt_queue *q)
 bool tgt_queue_check_transfers(struct tgt_queue *q)
 {
 	const struct tgt_reactor *r = q->r;
-	uint64_t limit = (r->t->conf.transfer_timeout_ms + 999) / 1000 + 1;
+	/* In 1 s ticks, rounded up; after the nudge at 2 (an honest host
+	 * acks then) even with the smallest timeout. */
+	uint64_t limit = (r->t->conf.transfer_timeout_ms + 999) / 1000;
 	bool overdue = false;
+
+	limit = (limit < 2 ? 2 : limit) + 1;
 
 	if (q->dead)
 		return false;
