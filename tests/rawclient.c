@@ -155,6 +155,25 @@ static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32
 	return 0;
 }
 
+/*
+ * Connect qid again after the target closed it: the qid stays bound until
+ * the target has torn the old queue down (its flushes polled), so a
+ * refusal as "bad queue id" within 2 s is that race, not an answer.
+ */
+static int queue_reconnect(struct queue *q, uint16_t qid, uint64_t session)
+{
+	uint16_t reason = 0;
+	int ret;
+
+	for (int tries = 0; tries < 100; tries++) {
+		ret = queue_connect(q, qid, session, RB_MAGIC, &reason);
+		if (ret != -ECONNREFUSED || reason != RB_REJ_BAD_QID)
+			break;
+		usleep(20 * 1000);
+	}
+	return ret;
+}
+
 /* Send len bytes starting at the capsule slot 0 (capsule + data). */
 static int send_raw(struct queue *q, uint32_t len)
 {
@@ -425,7 +444,7 @@ int main(int argc, char **argv)
 	ok(closed_by_peer(&ioq), "truncated capsule closes the connection");
 	queue_close(&ioq);
 
-	if (queue_connect(&ioq, 1, session, RB_MAGIC, NULL) == 0) {
+	if (queue_reconnect(&ioq, 1, session) == 0) {
 		c = io(&ioq, RB_OP_WRITE, handle, 0, 4096);
 		c->sgl.key = rb_le32(q_bad_key(ioq.mr->rkey));
 		send_raw(&ioq, RB_CAPSULE_SIZE);
@@ -435,7 +454,7 @@ int main(int argc, char **argv)
 		ok(0, "reconnect of queue 1 after a violation");
 	}
 
-	if (queue_connect(&ioq, 2, session, RB_MAGIC, NULL) == 0) {
+	if (queue_reconnect(&ioq, 2, session) == 0) {
 		io(&ioq, RB_OP_READ, handle, 0, 512);
 		send_raw(&ioq, RB_CAPSULE_SIZE + ioq.incapsule + 4096);
 		ok(closed_by_peer(&ioq), "oversized message closes the connection");
@@ -445,7 +464,7 @@ int main(int argc, char **argv)
 	}
 
 	/* The session and the target survive: a fresh queue still works. */
-	if (queue_connect(&ioq, 1, session, RB_MAGIC, NULL) == 0) {
+	if (queue_reconnect(&ioq, 1, session) == 0) {
 		memset(ioq.data, 0, 4096);
 		io(&ioq, RB_OP_READ, handle, 8192, 4096);
 		is_int(command(&ioq, 0, NULL), RB_S_SUCCESS, "new queue reads after violations");
@@ -455,7 +474,7 @@ int main(int argc, char **argv)
 		ok(0, "reconnect after violations");
 	}
 
-	if (queue_connect(&ioq, 2, session, RB_MAGIC, NULL) == 0) {
+	if (queue_reconnect(&ioq, 2, session) == 0) {
 		lazy_host(&ioq, handle);
 		queue_close(&ioq);
 	} else {
