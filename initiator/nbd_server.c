@@ -120,11 +120,6 @@ static void describe_peer(const struct sockaddr_storage *ss, socklen_t len, char
 		nbd_format_addr((const struct sockaddr *)ss, buf, blen);
 }
 
-/*
- * A client over the cap is accepted and closed at once, so it sees EOF
- * instead of hanging in the backlog.  However many come, one line a
- * second at most, counting the refusals since the last line.
- */
 static void log_refusals(struct nbd_server *srv, const char *desc, uint64_t now)
 {
 	rb_warn("nbd %s: connection refused: already at nbd-max-clients = %u; %u refused since "
@@ -134,6 +129,11 @@ static void log_refusals(struct nbd_server *srv, const char *desc, uint64_t now)
 	srv->refused_log_ms = now;
 }
 
+/*
+ * A client over the cap is accepted and closed at once, so it sees EOF
+ * instead of hanging in the backlog.  However many come, one line a
+ * second at most, counting the refusals since the last line.
+ */
 static bool refuse_over_cap(struct nbd_server *srv, int fd, const char *desc)
 {
 	unsigned int open;
