@@ -106,10 +106,14 @@ struct tcp_chunk {
 	struct tcp_wr wr[];
 };
 
+/* The region table (transport_tcp_mr.c): lookups take no lock. */
+#define TCP_MR_CHUNKS 255u
+struct tcp_slot;
 struct tcp_domain {
-	pthread_rwlock_t lock;
-	struct rb_mr **mrs;
-	size_t nmr, cap;
+	pthread_mutex_t lock; /* registrations */
+	struct tcp_slot *chunks[TCP_MR_CHUNKS]; /* set once, freed with the domain */
+	uint32_t nslots; /* slots in the chunks so far */
+	uint32_t free_head; /* first free slot + 1, 0 = none */
 	unsigned int refs; /* under the global domain mutex */
 };
 
@@ -262,12 +266,19 @@ static inline struct tcp_conn *to_conn(struct rb_conn *c)
 	return (struct tcp_conn *)c;
 }
 
-/* transport_tcp.c: domain, pool, cq */
+/* transport_tcp_mr.c: domain and regions */
 int tcp_dom_get(const struct rb_transport_opts *opts, struct tcp_domain **out);
 void tcp_dom_put(struct tcp_domain *d);
+int tcp_domain_open(const struct rb_transport_opts *opts, struct rb_domain **out);
+void tcp_domain_close(struct rb_domain *d);
+int tcp_reg_mr(struct rb_domain *dom, void *addr, size_t len, unsigned int access,
+	       struct rb_mr **out);
+void tcp_dereg_mr(struct rb_mr *mr);
 bool tcp_sges_ok(struct tcp_domain *d, const struct rb_sge *sg, int nsge, uint64_t *total);
 enum rkey_res tcp_rkey_check(struct tcp_domain *d, uint32_t rkey, unsigned int need,
 			     uint64_t addr, uint64_t len);
+
+/* transport_tcp.c: pool, cq */
 struct tcp_wr *tcp_wr_get(struct tcp_conn *c);
 void tcp_wr_put(struct tcp_conn *c, struct tcp_wr *w);
 int tcp_pool_grow(struct tcp_conn *c, unsigned int n);
