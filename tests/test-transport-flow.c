@@ -4,9 +4,8 @@
  * completion handlers, both directions at once, corked posts, a peer
  * process that exits without disconnecting, a SEND that waits for its
  * receive (tcp), the ACKs a corked round spares (tcp), quiet waits, a
- * disconnect seen while another connection keeps its CQ busy, and
- * the listener against silent, slow and garbage peers (tcp).  Same transport and
- * address selection as test-tcp-transport.
+ * disconnect seen while another connection keeps its CQ busy.  Same
+ * transport and address selection as test-tcp-transport.
  */
 #include "config.h"
 
@@ -749,136 +748,6 @@ out:
 	buf_free(&rb2);
 }
 
-/* ---- tcp only: listener robustness ------------------------------------------ */
-
-static int raw_connect(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(lep.port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		return -1;
-	inet_pton(AF_INET, lep.host, &sa.sin_addr);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* true once the listener closed our raw socket */
-static bool raw_closed(int fd)
-{
-	char c;
-	ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
-
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
-static void test_listener_robust(struct rb_listener *l)
-{
-	/* Same layout as the transport's header: a HELLO with 4 bytes of data. */
-	uint8_t hello[36] = { 1, 0, 0, 0, 4, 0, 0, 0 };
-	uint64_t magic = 0x5242544350000001ull, t0, t1;
-	struct rb_conn *req;
-	const void *priv;
-	size_t plen;
-	int silent, bad, slow, ret;
-	bool closed = false, got = false;
-
-	silent = raw_connect();
-	ok(silent >= 0, "raw connect");
-	if (silent < 0)
-		return;
-	t0 = now_ms();
-	ret = T->listener_get(l, &req, &priv, &plen);
-	while (ret == -EAGAIN && now_ms() - t0 < 100)
-		ret = T->listener_get(l, &req, &priv, &plen);
-	t1 = now_ms();
-	is_int(ret, -EAGAIN, "silent peer: listener_get returns -EAGAIN");
-	ok(t1 - t0 < 500, "silent peer: listener_get does not block");
-
-	/* A HELLO that arrives in two pieces still makes a request. */
-	memcpy(hello + 24, &magic, 8);
-	memcpy(hello + 32, "slow", 4);
-	slow = raw_connect();
-	ok(slow >= 0 && send(slow, hello, 10, MSG_NOSIGNAL) == 10, "slow peer sends part");
-	for (int i = 0; i < 5; i++) {
-		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
-
-		poll(&pf, 1, 20);
-		ret = T->listener_get(l, &req, &priv, &plen);
-		ok(ret == -EAGAIN || i, "partial HELLO: no request yet");
-		if (ret == 0)
-			T->reject(req, NULL, 0);
-	}
-	ok(send(slow, hello + 10, sizeof(hello) - 10, MSG_NOSIGNAL) == sizeof(hello) - 10,
-	   "slow peer sends the rest");
-	req = get_request(l, &priv, &plen, NULL);
-	got = req && plen == 4 && memcmp(priv, "slow", 4) == 0;
-	ok(got, "request once the HELLO is complete");
-	if (req)
-		T->reject(req, NULL, 0);
-	close(slow);
-
-	bad = raw_connect();
-	ok(bad >= 0 && send(bad, "GET / HTTP/1.0\r\n\r\n0123456789abcdef", 34, MSG_NOSIGNAL) == 34,
-	   "garbage peer connects");
-	for (uint64_t end = now_ms() + 2000; now_ms() < end && !raw_closed(bad);) {
-		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
-
-		poll(&pf, 1, 20);
-		if (T->listener_get(l, &req, &priv, &plen) == 0)
-			T->reject(req, NULL, 0);
-	}
-	ok(raw_closed(bad), "garbage peer is closed");
-	close(bad);
-
-	for (uint64_t end = t0 + 3000; now_ms() < end && !closed;) {
-		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
-
-		poll(&pf, 1, 50);
-		if (T->listener_get(l, &req, &priv, &plen) == 0)
-			T->reject(req, NULL, 0);
-		closed = raw_closed(silent);
-	}
-	t1 = now_ms();
-	ok(closed, "silent peer is closed by the listener");
-	ok(t1 - t0 >= 900 && t1 - t0 < 2500, "after about 1 s (%llu ms)",
-	   (unsigned long long)(t1 - t0));
-	close(silent);
-	{
-		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
-
-		while (T->listener_get(l, &req, &priv, &plen) == 0)
-			T->reject(req, NULL, 0);
-		ok(poll(&pf, 1, 0) == 0, "idle listener fd is not readable");
-	}
-}
-
-static void test_listen_any(void)
-{
-	struct rb_listener *l2 = NULL;
-	struct rb_endpoint save = lep;
-	struct pair pp;
-	uint16_t port;
-
-	if (free_port("127.0.0.1", &port)) {
-		ok(0, "free port for any-address listener");
-		return;
-	}
-	lep.host[0] = '\0';
-	lep.port = port;
-	is_int(T->listen(&lep, &opts, &l2), 0, "listen on the any address");
-	snprintf(lep.host, sizeof(lep.host), "127.0.0.1");
-	if (l2) {
-		is_int(pair_open(l2, &pp), 0, "IPv4 connect to the any-address listener");
-		pair_close(&pp, NULL, 0);
-		T->listener_close(l2);
-	}
-	lep = save;
-}
-
 /* ---- main ------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -905,8 +774,6 @@ int main(int argc, char **argv)
 	if (is_tcp) {
 		test_rnr_wait(l);
 		test_ack_in_round(l);
-		test_listener_robust(l);
-		test_listen_any();
 	}
 	T->listener_close(l);
 	return tap_done();
