@@ -17,19 +17,23 @@
 # All devices are attached first and stay attached (the idle ones only exchange keep-alives);
 # then each job runs on each device in turn, the order rotated from job to job, so a change of
 # the host's load during the run spreads over the columns instead of biasing one of them.
-# Writes into the results share: vm-bench.tsv (one line per cell: CFG JOB IOPS MIBS LAT_US, or
-# CFG - n/a REASON), vm-bench.info (settings, load); the host half prints the table.
-# Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), QUEUES, DEPTH,
-# POLL_US, BACKING (brd: a RAM block device, the default; tmpfs: a file on a guest tmpfs).
-# vm-timeout: 780
+# The whole rotation runs ROUNDS times, so every cell is measured that often, at different
+# moments of the run.
+# Writes into the results share: vm-bench.tsv (one line per cell and round: CFG JOB IOPS MIBS
+# LAT_US ROUND, or CFG - n/a REASON), vm-bench.info (settings, load); the host half prints the
+# table.
+# Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), ROUNDS, QUEUES,
+# DEPTH, POLL_US, BACKING (brd: a RAM block device, the default; tmpfs: a file on a guest tmpfs).
+# vm-timeout: 1500
 . "$top_srcdir/tests/vm/lib.sh"
 
 RES=$RDMABLK_VM_RESULTS
 TSV=$RES/vm-bench.tsv
 INFO=$RES/vm-bench.info
 [ -r "$RES/vm-bench.env" ] && . "$RES/vm-bench.env"
-RUNTIME=${RUNTIME:-10}
+RUNTIME=${RUNTIME:-6}
 RAMP=${RAMP:-2}
+ROUNDS=${ROUNDS:-3}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
 POLL_US=${POLL_US:-50}
@@ -104,7 +108,7 @@ veth_tx() { cat "/sys/class/net/$INI_IF/statistics/tx_packets"; }
 # "busy total" jiffies of all guest CPUs (busy: not idle, not iowait).
 cpu_all() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
 
-# run_job CFG DEV NAME RW BS QD: one fio job, its JSON in fio-CFG-NAME.json (collect reads
+# run_job CFG DEV NAME RW BS QD: one fio job, its JSON in fio-CFG-NAME.rROUND.json (collect reads
 # them all at the end: python's start-up costs seconds under TCG); the packets that crossed the
 # veth meanwhile are added to PK_CFG (RoCE, sent by rxe1) and VP_CFG (all, sent by rb-ini), and
 # the share of guest CPU time that was busy to BUSY_CFG (saturated, or waiting on wake-ups?).
@@ -118,30 +122,31 @@ run_job() {
 	fio --name="$name" --filename="$dev" --ioengine=io_uring --direct=1 --rw="$4" --bs="$5" \
 		--iodepth="$6" --size=${SIZE_MB}M --time_based --runtime="$RUNTIME" \
 		--ramp_time="$RAMP" --norandommap --randrepeat=0 --group_reporting \
-		--output-format=json --output="fio-$cfg-$name.json" >fio.out 2>&1 ||
-		{ cat "fio-$cfg-$name.json"; vm_fail "$cfg: fio $name on $dev"; }
+		--output-format=json --output="fio-$cfg-$name.r$round.json" >fio.out 2>&1 ||
+		{ cat "fio-$cfg-$name.r$round.json"; vm_fail "$cfg: fio $name on $dev"; }
 	p1=$(rxe_pkts "$INI_DEV" sent_pkts)
 	v1=$(veth_tx)
 	busy=$(echo "$c0 $(cpu_all)" | awk '{ d = $4 - $2; printf "%.0f", d ? 100 * ($3 - $1) / d : 0 }')
 	eval "BUSY_$cfg=\"\${BUSY_$cfg:+\$BUSY_$cfg }$busy%\""
 	eval "PK_$cfg=\$((\${PK_$cfg:-0} + $p1 - $p0)) VP_$cfg=\$((\${VP_$cfg:-0} + $v1 - $v0))"
-	echo "# $cfg $name done (guest load $(cut -d' ' -f1 /proc/loadavg))"
+	echo "# $cfg $name round $round done (guest load $(cut -d' ' -f1 /proc/loadavg))"
 }
 
-# collect: one tsv line per fio-CFG-NAME.json, in the order they ran.
+# collect: one tsv line per fio-CFG-NAME.rROUND.json, in the order they ran.
 collect() {
 	# shellcheck disable=SC2046 # file names have no blanks
 	python3 - "$TSV" $(ls -tr fio-*.json) <<'EOF' || vm_fail "fio results: see above"
 import json, sys
 out = open(sys.argv[1], "a")
 for f in sys.argv[2:]:
-    cfg, name = f[len("fio-"):-len(".json")].split("-", 1)
+    base, rnd = f[len("fio-"):-len(".json")].rsplit(".r", 1)
+    cfg, name = base.split("-", 1)
     j = json.load(open(f))["jobs"][0]
     d = j["read"] if j["read"]["io_bytes"] else j["write"]
     if j["error"] or not d["io_bytes"]:
         sys.exit("%s: fio error %d, %d bytes done" % (f, j["error"], d["io_bytes"]))
-    line = "%s\t%s\t%.0f\t%.2f\t%.1f" % (cfg, name, d["iops"], d["bw_bytes"] / 1048576.0,
-                                      d["lat_ns"]["mean"] / 1000.0)
+    line = "%s\t%s\t%.0f\t%.2f\t%.1f\t%s" % (cfg, name, d["iops"], d["bw_bytes"] / 1048576.0,
+                                          d["lat_ns"]["mean"] / 1000.0, rnd)
     out.write(line + "\n")
     print("# " + line.replace("\t", " "))
 EOF
@@ -309,7 +314,8 @@ info "guest: kernel $(uname -r), $(nproc) vCPUs (qemu TCG)," \
 	"fio $(fio --version), $(nvme version | head -n 1), $("$INI_BIN" --version)"
 info "fio: ioengine=io_uring direct=1 time_based runtime=${RUNTIME}s ramp_time=${RAMP}s" \
 	"size=${SIZE_MB}M norandommap, one job each; lat = mean total latency (submit+complete);" \
-	"all devices attached throughout, each job on each device in turn, order rotated per job"
+	"all devices attached throughout, each job on each device in turn, order rotated per job;" \
+	"$ROUNDS rounds of all that"
 setup_rxe
 if [ "$BACKING" = brd ]; then
 	# A RAM block device, as NVMe-oF transports are usually measured: O_DIRECT I/O goes to
@@ -388,30 +394,34 @@ info "load at start: $(cat /proc/loadavg)"
 cpu_mark
 t0=$(cut -d. -f1 /proc/uptime)
 rot=0
-for job in $JOBS; do
-	name=${job%%:*} rest=${job#*:}
-	rw=${rest%%:*} rest=${rest#*:}
-	bs=${rest%%:*} qd=${rest#*:}
-	# This job's order: CFGS rotated left by rot.
-	set -- $CFGS
-	i=0
-	while [ $i -lt $((rot % $#)) ]; do
-		c=$1
-		shift
-		set -- "$@" "$c"
-		i=$((i + 1))
+round=1
+while [ $round -le "$ROUNDS" ]; do
+	for job in $JOBS; do
+		name=${job%%:*} rest=${job#*:}
+		rw=${rest%%:*} rest=${rest#*:}
+		bs=${rest%%:*} qd=${rest#*:}
+		# This job's order: CFGS rotated left by rot.
+		set -- $CFGS
+		i=0
+		while [ $i -lt $((rot % $#)) ]; do
+			c=$1
+			shift
+			set -- "$@" "$c"
+			i=$((i + 1))
+		done
+		for c in "$@"; do
+			eval "dev=\$DEV_$c"
+			run_job "$c" "$dev" "$name" "$rw" "$bs" "$qd"
+		done
+		rot=$((rot + 1))
 	done
-	for c in "$@"; do
-		eval "dev=\$DEV_$c"
-		run_job "$c" "$dev" "$name" "$rw" "$bs" "$qd"
-	done
-	rot=$((rot + 1))
+	round=$((round + 1))
 done
 collect
 cpu_report "during the jobs" $(($(cut -d. -f1 /proc/uptime) - t0))
 info "load at end: $(cat /proc/loadavg)"
 
-info "guest CPU busy during each job ($(echo $JOBS | sed 's/:[^ ]*//g')):"
+info "guest CPU busy during each job ($(echo $JOBS | sed 's/:[^ ]*//g'), round after round):"
 for c in $CFGS; do
 	eval "info \"  $c: \$BUSY_$c\""
 done

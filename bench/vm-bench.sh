@@ -6,13 +6,15 @@
 # 1 GiB backing file; the guest half is bench/vm-bench-guest.sh. Prints the table here.
 #
 #   bench/vm-bench.sh [BUILD_DIR]      (default: . if it is a build tree, else SRC/build)
-#   RUNTIME=10 RAMP=2                  seconds per fio job and of ramp before it
+#   RUNTIME=6 RAMP=2                   seconds per fio job and of ramp before it
+#   ROUNDS=3                           times each job runs on each device (the table shows
+#                                      medians, the ratios are medians of same-round ratios)
 #   QUEUES=2 DEPTH=128                 I/O queues and depth, for nvme connect and rdmablk
 #   POLL_US=50                         poll-us of the "poll" columns' daemons (0: no such columns)
 #   BACKING=brd                        brd: a RAM block device; tmpfs: a file on a guest tmpfs
 #   RDMABLK_VM_MEM=3072                guest MiB (the backing file lives in guest RAM)
 # Results (and the guest log) in BUILD_DIR/bench/vm-bench-results/. Not a test: not in make
-# check. Takes ~8-10 minutes on 2 cores under TCG. See bench/README.md.
+# check. Takes ~15-20 minutes on 2 cores under TCG (ROUNDS=3). See bench/README.md.
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,8 +30,9 @@ for b in target/rdmablk-target initiator/rdmablk-initiator; do
 	[ -x "$build/$b" ] || { echo "vm-bench: $build/$b not built" >&2; exit 1; }
 done
 command -v python3 >/dev/null || { echo "vm-bench: needs python3" >&2; exit 1; }
-RUNTIME=${RUNTIME:-10}
+RUNTIME=${RUNTIME:-6}
 RAMP=${RAMP:-2}
+ROUNDS=${ROUNDS:-3}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
 POLL_US=${POLL_US:-50}
@@ -42,6 +45,7 @@ rm -f "$res/vm-bench.tsv" "$res/vm-bench.info" "$res/vm-bench.table"
 cat >"$res/vm-bench.env" <<EOF
 RUNTIME=$RUNTIME
 RAMP=$RAMP
+ROUNDS=$ROUNDS
 QUEUES=$QUEUES
 DEPTH=$DEPTH
 POLL_US=$POLL_US
@@ -68,13 +72,23 @@ res, load0, load1, elapsed, rev = sys.argv[1:6]
 cfgs = [("k", "kernel nvme-rdma"), ("r", "rdmablk nbd/rdma"), ("t", "rdmablk nbd/tcp"),
         ("u", "rdmablk ublk/rdma"), ("rp", "nbd/rdma poll-us"), ("up", "ublk/rdma poll-us")]
 jobs = ["4k-randread-qd32", "4k-randwrite-qd32", "128k-seqread-qd8", "4k-randread-qd1"]
-cells, na = {}, {}
+cells, na, rounds = {}, {}, {}
 for line in open(res + "/vm-bench.tsv"):
     f = line.rstrip("\n").split("\t")
     if f[1] == "-":
         na[f[0]] = f[3]
     else:
-        cells[(f[0], f[1])] = tuple(map(float, f[2:5]))  # iops, MiB/s, lat us
+        rnd = f[5] if len(f) > 5 else "1"
+        rounds.setdefault((f[0], f[1]), {})[rnd] = tuple(map(float, f[2:5]))  # iops, MiB/s, lat
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+# A cell: the median of its rounds, field by field.
+for k, by in rounds.items():
+    cells[k] = tuple(median([v[i] for v in by.values()]) for i in range(3))
 # Only the columns this run has (the poll ones are left out with POLL_US=0).
 cfgs = [(c, n) for c, n in cfgs if c in na or any(k[0] == c for k in cells)]
 
@@ -91,12 +105,21 @@ def cell(c, job):
         return "%.1f MiB/s %.0fus" % (v[1], v[2])
     return "%.0f IOPS %.0fus" % (v[0], v[2])
 
+# Ratios are taken within a round (both cells measured minutes apart at most), then the
+# median over the rounds; the range shows how far the rounds disagreed.
 def ratio(c, job):
-    k, v = cells.get(("k", job)), cells.get((c, job))
-    if c in na or not k or not v:
+    kb, vb = rounds.get(("k", job), {}), rounds.get((c, job), {})
+    common = sorted(set(kb) & set(vb))
+    if c in na or not common:
         return "n/a"
     key = 1 if big(job) else 0
-    return "%.2fx lat %.2fx" % (v[key] / k[key], v[2] / k[2])
+    rs = [vb[r][key] / kb[r][key] for r in common if kb[r][key]]
+    ls = [vb[r][2] / kb[r][2] for r in common if kb[r][2]]
+    if not rs or not ls:
+        return "n/a"
+    if len(rs) == 1:
+        return "%.2fx lat %.2fx" % (rs[0], ls[0])
+    return "%.2fx (%.2f-%.2f) lat %.2fx" % (median(rs), min(rs), max(rs), median(ls))
 
 print("rdmablk in-VM benchmark, %s, commit %s, VM run %ss" %
       (datetime.date.today().isoformat(), rev, elapsed))
@@ -111,7 +134,12 @@ print("-" * 18 + "-+-" + "-+-".join("-" * w for _ in cfgs))
 for j in jobs:
     print("%-18s | " % j + " | ".join("%-*s" % (w, cell(c, j)) for c, _ in cfgs))
 print()
-print("ratios vs kernel nvme-rdma (IOPS for 4K jobs, MiB/s for 128K; mean latency):")
+nr = max([len(by) for by in rounds.values()] or [0])
+print("cells: median of %d round(s)" % nr)
+print()
+print("ratios vs kernel nvme-rdma (IOPS for 4K jobs, MiB/s for 128K; mean latency); median of")
+print("the rounds' ratios, (lowest-highest) when there were several:")
+w = 27 if nr > 1 else 20
 print("%-18s | " % "job" + " | ".join("%-*s" % (w, n) for _, n in cfgs[1:]))
 print("-" * 18 + "-+-" + "-+-".join("-" * w for _ in cfgs[1:]))
 for j in jobs:
