@@ -14,7 +14,7 @@
 #   BACKING=brd                        brd: a RAM block device; tmpfs: a file on a guest tmpfs
 #   RDMABLK_VM_MEM=3072                guest MiB (the backing file lives in guest RAM)
 # Results (and the guest log) in BUILD_DIR/bench/vm-bench-results/. Not a test: not in make
-# check. Takes ~15-20 minutes on 2 cores under TCG (ROUNDS=3). See bench/README.md.
+# check. Takes ~13 minutes on 2 cores under TCG (ROUNDS=3). See bench/README.md.
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
