@@ -54,12 +54,6 @@ struct tcp_slot {
 	uint16_t gen;
 };
 
-/* A registered region: the public part and the slot it sits in. */
-struct tcp_mr {
-	struct rb_mr pub;
-	uint32_t slot;
-};
-
 /* A consistent copy of a slot. */
 struct tcp_region {
 	uint64_t addr, len;
@@ -128,16 +122,21 @@ void tcp_domain_close(struct rb_domain *d)
 
 /* ---- slots ----------------------------------------------------------------------- */
 
-/* The slot a key names, or NULL when there is none (yet). */
-static struct tcp_slot *key_slot(struct tcp_domain *d, uint32_t key)
+/* Slot i, or NULL when its chunk does not exist (yet). */
+static struct tcp_slot *slot_at(struct tcp_domain *d, uint32_t i)
 {
-	uint32_t i = (key >> 16) - 1; /* key < 1 << 16 wraps: out of range */
 	struct tcp_slot *ch;
 
 	if (i >= TCP_MR_MAX)
 		return NULL;
 	ch = __atomic_load_n(&d->chunks[i / TCP_MR_CHUNK], __ATOMIC_ACQUIRE);
 	return ch ? &ch[i % TCP_MR_CHUNK] : NULL;
+}
+
+/* The slot a key names: its high half is slot + 1 (below 1 << 16 wraps out of range). */
+static struct tcp_slot *key_slot(struct tcp_domain *d, uint32_t key)
+{
+	return slot_at(d, (key >> 16) - 1);
 }
 
 static void slot_read(const struct tcp_slot *s, struct tcp_region *r)
@@ -186,7 +185,7 @@ static int slot_alloc(struct tcp_domain *d, uint32_t *out)
 
 	if (d->free_head) {
 		*out = d->free_head - 1;
-		d->free_head = key_slot(d, d->free_head << 16)->next_free;
+		d->free_head = slot_at(d, *out)->next_free;
 		return 0;
 	}
 	c = d->nslots / TCP_MR_CHUNK;
@@ -217,7 +216,7 @@ int tcp_reg_mr(struct rb_domain *dom, void *addr, size_t len, unsigned int acces
 	struct tcp_domain *d = (struct tcp_domain *)dom;
 	struct tcp_region r;
 	struct tcp_slot *s;
-	struct tcp_mr *mr;
+	struct rb_mr *mr;
 	uint32_t i, key;
 	uintptr_t end;
 	int ret;
@@ -237,7 +236,7 @@ int tcp_reg_mr(struct rb_domain *dom, void *addr, size_t len, unsigned int acces
 		free(mr);
 		return ret;
 	}
-	s = key_slot(d, (i + 1) << 16);
+	s = slot_at(d, i);
 	s->gen = (uint16_t)((s->gen + 1) & 0x7fff);
 	key = (i + 1) << 16 | (uint32_t)s->gen << 1;
 	r = (struct tcp_region){.addr = (uintptr_t)addr,
@@ -251,32 +250,29 @@ int tcp_reg_mr(struct rb_domain *dom, void *addr, size_t len, unsigned int acces
 	pthread_mutex_lock(&g_dom_lock);
 	d->refs++;
 	pthread_mutex_unlock(&g_dom_lock);
-	mr->slot = i;
-	mr->pub = (struct rb_mr){.addr = addr,
-				 .length = len,
-				 .lkey = r.lkey,
-				 .rkey = r.rkey,
-				 .access = access,
-				 .domain = dom};
-	*out = &mr->pub;
+	*mr = (struct rb_mr){.addr = addr,
+			     .length = len,
+			     .lkey = r.lkey,
+			     .rkey = r.rkey,
+			     .access = access,
+			     .domain = dom};
+	*out = mr;
 	return 0;
 }
 
-void tcp_dereg_mr(struct rb_mr *pub)
+void tcp_dereg_mr(struct rb_mr *mr)
 {
-	struct tcp_mr *mr;
 	struct tcp_domain *d;
 	struct tcp_slot *s;
 
-	if (!pub)
+	if (!mr)
 		return;
-	mr = rb_container_of(pub, struct tcp_mr, pub);
-	d = (struct tcp_domain *)pub->domain;
+	d = (struct tcp_domain *)mr->domain;
 	pthread_mutex_lock(&d->lock);
-	s = key_slot(d, pub->lkey);
+	s = key_slot(d, mr->lkey);
 	slot_write(s, &(struct tcp_region){0});
 	s->next_free = d->free_head;
-	d->free_head = mr->slot + 1;
+	d->free_head = mr->lkey >> 16; /* slot + 1 */
 	pthread_mutex_unlock(&d->lock);
 	tcp_dom_put(d);
 	free(mr);
