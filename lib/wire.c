@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Names for logs, status <-> errno, and the capsule validator. */
+/* Names for logs, status <-> errno, the capsule and connection setup checkers. */
 #include "config.h"
 
 #include <assert.h>
@@ -116,12 +116,12 @@ enum rb_status rb_errno_status(int neg_errno)
 	}
 }
 
-static enum rb_status fail(struct rb_validate_err *err, const char *field, uint64_t value,
-			   enum rb_status st)
+/* Names the refused field; returns ret (a status, reject reason or -errno). */
+static int fail(struct rb_validate_err *err, const char *field, uint64_t value, int ret)
 {
 	err->field = field;
 	err->value = value;
-	return st;
+	return ret;
 }
 
 static int all_zero(const uint8_t *p, size_t n)
@@ -295,4 +295,114 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
 	}
 	assert(!"rb_opcode_known() and the switch disagree");
 	return fail(err, "opcode", c->opcode, RB_S_INVALID_OPCODE);
+}
+
+enum rb_cm_reject_reason rb_check_cm_req(const void *priv, size_t len, struct rb_validate_err *err)
+{
+	const struct rb_cm_req *cr = priv;
+
+	err->field = NULL;
+	err->value = 0;
+	if (len < sizeof(*cr))
+		return fail(err, "cm_req", len, RB_REJ_BAD_MAGIC);
+	if (rb_from_le32(cr->magic) != RB_MAGIC)
+		return fail(err, "cm_req.magic", rb_from_le32(cr->magic), RB_REJ_BAD_MAGIC);
+	if (rb_from_le16(cr->version) != RB_PROTO_VERSION)
+		return fail(err, "cm_req.version", rb_from_le16(cr->version), RB_REJ_BAD_VERSION);
+	/* The admin queue is what creates a session: it cannot join one. */
+	if (rb_from_le16(cr->qid) == 0 && rb_from_le64(cr->session))
+		return fail(err, "cm_req.session", rb_from_le64(cr->session), RB_REJ_BAD_QID);
+	if (rb_from_le16(cr->depth) == 0)
+		return fail(err, "cm_req.depth", 0, RB_REJ_BAD_DEPTH);
+	return RB_REJ_NONE;
+}
+
+int rb_check_cm_rep(const void *priv, size_t len, uint16_t asked_depth, uint32_t asked_incapsule,
+		    struct rb_validate_err *err)
+{
+	const struct rb_cm_rep *rep = priv;
+	uint16_t depth;
+
+	err->field = NULL;
+	err->value = 0;
+	if (len < sizeof(*rep))
+		return fail(err, "cm_rep", len, -EPROTO);
+	if (rb_from_le32(rep->magic) != RB_MAGIC)
+		return fail(err, "cm_rep.magic", rb_from_le32(rep->magic), -EPROTO);
+	if (rb_from_le16(rep->version) != RB_PROTO_VERSION)
+		return fail(err, "cm_rep.version", rb_from_le16(rep->version), -EPROTO);
+	depth = rb_from_le16(rep->depth);
+	if (depth == 0 || depth > asked_depth)
+		return fail(err, "cm_rep.depth", depth, -EPROTO);
+	return rb_from_le32(rep->incapsule) > asked_incapsule ? RB_GRANT_OVER_INCAPSULE : 0;
+}
+
+/* Length of a string field; size when it has no NUL (unterminated). */
+static uint64_t field_len(const char *f, size_t size)
+{
+	const char *nul = memchr(f, '\0', size);
+
+	return nul ? (uint64_t)(nul - f) : size;
+}
+
+enum rb_status rb_check_connect_req(const struct rb_connect_req *cr, struct rb_validate_err *err)
+{
+	uint64_t host_len = field_len(cr->hostid, sizeof(cr->hostid));
+	uint64_t name_len = field_len(cr->export_name, sizeof(cr->export_name));
+
+	err->field = NULL;
+	err->value = 0;
+	if (rb_from_le32(cr->magic) != RB_MAGIC)
+		return fail(err, "connect.magic", rb_from_le32(cr->magic), RB_S_BAD_VERSION);
+	if (rb_from_le16(cr->version) != RB_PROTO_VERSION)
+		return fail(err, "connect.version", rb_from_le16(cr->version), RB_S_BAD_VERSION);
+	/* value: the string's length, the field's size if unterminated. */
+	if (host_len == 0 || host_len == sizeof(cr->hostid))
+		return fail(err, "connect.hostid", host_len, RB_S_INVALID_FIELD);
+	if (name_len == sizeof(cr->export_name))
+		return fail(err, "connect.export_name", name_len, RB_S_INVALID_FIELD);
+	return RB_S_SUCCESS;
+}
+
+int rb_check_connect_rsp(const struct rb_connect_rsp *rsp, uint16_t asked_queues,
+			 uint16_t asked_depth, struct rb_validate_err *err)
+{
+	uint32_t bs = rb_from_le32(rsp->block_size);
+	uint32_t max_transfer = rb_from_le32(rsp->max_transfer);
+	uint16_t nq = rb_from_le16(rsp->nr_io_queues);
+	uint16_t depth = rb_from_le16(rsp->queue_depth);
+	int over = 0;
+
+	err->field = NULL;
+	err->value = 0;
+	/* What the initiator supports: a power of two up to 64 KiB. */
+	if (!bs || (bs & (bs - 1)) || bs > 65536)
+		return fail(err, "connect_rsp.block_size", bs, -EPROTO);
+	if (max_transfer < bs)
+		return fail(err, "connect_rsp.max_transfer", max_transfer, -EPROTO);
+	if (nq == 0)
+		return fail(err, "connect_rsp.nr_io_queues", nq, -EPROTO);
+	if (depth == 0)
+		return fail(err, "connect_rsp.queue_depth", depth, -EPROTO);
+	if (nq > asked_queues)
+		over |= RB_GRANT_OVER_QUEUES;
+	if (depth > asked_depth)
+		over |= RB_GRANT_OVER_DEPTH;
+	return over;
+}
+
+uint32_t rb_export_list_fix(struct rb_export_entry *ents, uint32_t cap, uint64_t result,
+			    uint32_t *total)
+{
+	/* result: entries written (low 32 bits), entries visible (high 32). */
+	uint32_t n = (uint32_t)result;
+
+	if (n > cap)
+		n = cap;
+	*total = (uint32_t)(result >> 32);
+	if (*total < n)
+		*total = n;
+	for (uint32_t i = 0; i < n; i++)
+		ents[i].name[sizeof(ents[i].name) - 1] = '\0';
+	return n;
 }

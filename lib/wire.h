@@ -244,4 +244,48 @@ struct rb_validate_err {
 enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_validate_ctx *ctx,
 				   struct rb_validate_err *err);
 
+/*
+ * Connection setup messages, one choke point each: the checks that need
+ * nothing but the message (and what the receiver asked for).  Lookups
+ * against target state stay with the callers.  On a refusal err names the
+ * field ("cm_req.magic", "connect.hostid", ...; a bare "cm_req"/"cm_rep"
+ * is private data shorter than the struct, value = bytes received).
+ */
+
+/* Target: RB_REJ_NONE, or the reason to reject the connection with. */
+enum rb_cm_reject_reason rb_check_cm_req(const void *priv, size_t len, struct rb_validate_err *err);
+
+/*
+ * Grants above the ask that rb_check_cm_rep() and rb_check_connect_rsp()
+ * return (or'ed, >= 0): harmless, the receiver clamps them to its ask.
+ */
+#define RB_GRANT_OVER_INCAPSULE 0x1
+#define RB_GRANT_OVER_QUEUES 0x2
+#define RB_GRANT_OVER_DEPTH 0x4
+
+/*
+ * Initiator, on a connection accept: -EPROTO, or RB_GRANT_OVER_INCAPSULE.
+ * A depth above asked_depth is refused: only that many receives are posted.
+ */
+int rb_check_cm_rep(const void *priv, size_t len, uint16_t asked_depth, uint32_t asked_incapsule,
+		    struct rb_validate_err *err);
+
+/* Target, on the request half of a CONNECT buffer: RB_S_SUCCESS or the status. */
+enum rb_status rb_check_connect_req(const struct rb_connect_req *cr, struct rb_validate_err *err);
+
+/*
+ * Initiator, on a CONNECT to an export (not discovery): -EPROTO, or
+ * RB_GRANT_OVER_QUEUES / RB_GRANT_OVER_DEPTH.
+ */
+int rb_check_connect_rsp(const struct rb_connect_rsp *rsp, uint16_t asked_queues,
+			 uint16_t asked_depth, struct rb_validate_err *err);
+
+/*
+ * LIST_EXPORTS reply received into ents (room for cap entries), result as
+ * in its response: returns the entries usable (at most cap) and NUL-
+ * terminates their names; *total is the visible count, never below that.
+ */
+uint32_t rb_export_list_fix(struct rb_export_entry *ents, uint32_t cap, uint64_t result,
+			    uint32_t *total);
+
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Wire format layout and the capsule validator. */
+/* Wire format layout, the capsule validator and the connection setup checkers. */
 #include "config.h"
 
 #include <errno.h>
@@ -265,6 +265,234 @@ static void test_single_byte_mutations(void)
 	is_int(bad, 0, "no mutated capsule escapes the range checks; every error names a field");
 }
 
+static struct rb_cm_req cm_req(uint16_t qid, uint64_t session, uint16_t depth)
+{
+	return (struct rb_cm_req){ .magic = rb_le32(RB_MAGIC),
+				   .version = rb_le16(RB_PROTO_VERSION),
+				   .qid = rb_le16(qid),
+				   .depth = rb_le16(depth),
+				   .incapsule = rb_le32(8192),
+				   .session = rb_le64(session) };
+}
+
+static void test_cm_req(void)
+{
+	struct rb_validate_err err;
+	uint8_t big[56] = { 0 };
+	struct rb_cm_req r = cm_req(0, 0, 4);
+
+	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_NONE, "cm_req: admin queue");
+	ok(err.field == NULL, "cm_req: success names no field");
+	r = cm_req(3, 0x1234, 128);
+	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_NONE,
+	       "cm_req: I/O queue (the session lookup is the target's)");
+	memcpy(big, &r, sizeof(r));
+	is_int(rb_check_cm_req(big, sizeof(big), &err), RB_REJ_NONE,
+	       "cm_req: longer private data (RDMA CM pads it)");
+
+	is_int(rb_check_cm_req(&r, sizeof(r) - 1, &err), RB_REJ_BAD_MAGIC,
+	       "cm_req: one byte short");
+	is_str(err.field, "cm_req", "cm_req: short names the message");
+	is_int(err.value, sizeof(r) - 1, "cm_req: short reports the length");
+	is_int(rb_check_cm_req(NULL, 0, &err), RB_REJ_BAD_MAGIC, "cm_req: no private data");
+
+	r = cm_req(0, 0, 4);
+	r.magic = rb_le32(0xdeadbeef);
+	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_BAD_MAGIC, "cm_req: bad magic");
+	is_str(err.field, "cm_req.magic", "cm_req: names magic");
+	is_int(err.value, 0xdeadbeef, "cm_req: reports the magic");
+	r = cm_req(0, 0, 4);
+	r.version = rb_le16(RB_PROTO_VERSION + 1);
+	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_BAD_VERSION, "cm_req: bad version");
+	is_str(err.field, "cm_req.version", "cm_req: names version");
+	r = cm_req(0, 0x1234, 4);
+	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_BAD_QID,
+	       "cm_req: admin queue naming a session");
+	is_str(err.field, "cm_req.session", "cm_req: names session");
+	r = cm_req(0, 0, 0);
+	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_BAD_DEPTH, "cm_req: admin depth 0");
+	is_str(err.field, "cm_req.depth", "cm_req: names depth");
+	r = cm_req(1, 0x1234, 0);
+	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_BAD_DEPTH, "cm_req: I/O depth 0");
+}
+
+static struct rb_cm_rep cm_rep(uint16_t depth, uint32_t incapsule)
+{
+	return (struct rb_cm_rep){ .magic = rb_le32(RB_MAGIC),
+				   .version = rb_le16(RB_PROTO_VERSION),
+				   .depth = rb_le16(depth),
+				   .incapsule = rb_le32(incapsule) };
+}
+
+static void test_cm_rep(void)
+{
+	struct rb_validate_err err;
+	uint8_t big[256] = { 0 };
+	struct rb_cm_rep r = cm_rep(8, 4096);
+
+	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), 0,
+	       "cm_rep: depth and in-capsule as asked");
+	ok(err.field == NULL, "cm_rep: success names no field");
+	r = cm_rep(1, 0);
+	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), 0, "cm_rep: less than asked");
+	memcpy(big, &r, sizeof(r));
+	is_int(rb_check_cm_rep(big, sizeof(big), 8, 8192, &err), 0, "cm_rep: longer private data");
+	r = cm_rep(8, 8193);
+	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), RB_GRANT_OVER_INCAPSULE,
+	       "cm_rep: more in-capsule than asked is reported, not refused");
+
+	is_int(rb_check_cm_rep(&r, sizeof(r) - 1, 8, 8192, &err), -EPROTO,
+	       "cm_rep: one byte short");
+	is_str(err.field, "cm_rep", "cm_rep: short names the message");
+	is_int(err.value, sizeof(r) - 1, "cm_rep: short reports the length");
+	is_int(rb_check_cm_rep(NULL, 0, 8, 8192, &err), -EPROTO, "cm_rep: no private data");
+	r = cm_rep(8, 0);
+	r.magic = rb_le32(0x50545448); /* "HTTP" */
+	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), -EPROTO, "cm_rep: bad magic");
+	is_str(err.field, "cm_rep.magic", "cm_rep: names magic");
+	r = cm_rep(8, 0);
+	r.version = rb_le16(0);
+	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), -EPROTO, "cm_rep: bad version");
+	is_str(err.field, "cm_rep.version", "cm_rep: names version");
+	r = cm_rep(0, 0);
+	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), -EPROTO, "cm_rep: depth 0");
+	is_str(err.field, "cm_rep.depth", "cm_rep: names depth");
+	r = cm_rep(9, 0);
+	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), -EPROTO,
+	       "cm_rep: more depth than receives posted");
+	is_str(err.field, "cm_rep.depth", "cm_rep: names depth");
+	is_int(err.value, 9, "cm_rep: reports the depth");
+}
+
+static struct rb_connect_req connect_req(const char *host, const char *export_name)
+{
+	struct rb_connect_req cr = { 0 };
+
+	cr.magic = rb_le32(RB_MAGIC);
+	cr.version = rb_le16(RB_PROTO_VERSION);
+	cr.nr_io_queues = rb_le16(4);
+	cr.queue_depth = rb_le16(128);
+	snprintf(cr.hostid, sizeof(cr.hostid), "%s", host);
+	snprintf(cr.export_name, sizeof(cr.export_name), "%s", export_name);
+	return cr;
+}
+
+static void test_connect_req(void)
+{
+	struct rb_validate_err err;
+	struct rb_connect_req cr = connect_req("host-a", "disk0");
+
+	is_int(rb_check_connect_req(&cr, &err), RB_S_SUCCESS, "connect: to an export");
+	ok(err.field == NULL, "connect: success names no field");
+	cr = connect_req("host-a", "");
+	is_int(rb_check_connect_req(&cr, &err), RB_S_SUCCESS,
+	       "connect: discovery (no export name)");
+	memset(cr.hostid, 'h', sizeof(cr.hostid) - 1);
+	memset(cr.export_name, 'e', sizeof(cr.export_name) - 1);
+	is_int(rb_check_connect_req(&cr, &err), RB_S_SUCCESS,
+	       "connect: strings filling their fields");
+
+	cr = connect_req("host-a", "disk0");
+	cr.magic = rb_le32(0);
+	is_int(rb_check_connect_req(&cr, &err), RB_S_BAD_VERSION, "connect: bad magic");
+	is_str(err.field, "connect.magic", "connect: names magic");
+	cr = connect_req("host-a", "disk0");
+	cr.version = rb_le16(7);
+	is_int(rb_check_connect_req(&cr, &err), RB_S_BAD_VERSION, "connect: bad version");
+	is_str(err.field, "connect.version", "connect: names version");
+	is_int(err.value, 7, "connect: reports the version");
+	cr = connect_req("", "disk0");
+	is_int(rb_check_connect_req(&cr, &err), RB_S_INVALID_FIELD, "connect: empty host id");
+	is_str(err.field, "connect.hostid", "connect: names hostid");
+	is_int(err.value, 0, "connect: reports its length");
+	cr = connect_req("host-a", "disk0");
+	memset(cr.hostid, 'h', sizeof(cr.hostid));
+	is_int(rb_check_connect_req(&cr, &err), RB_S_INVALID_FIELD,
+	       "connect: unterminated host id");
+	is_str(err.field, "connect.hostid", "connect: names hostid");
+	is_int(err.value, RB_HOSTID_MAX, "connect: reports the field size");
+	cr = connect_req("host-a", "disk0");
+	memset(cr.export_name, 'e', sizeof(cr.export_name));
+	is_int(rb_check_connect_req(&cr, &err), RB_S_INVALID_FIELD,
+	       "connect: unterminated export name");
+	is_str(err.field, "connect.export_name", "connect: names export_name");
+}
+
+static struct rb_connect_rsp connect_rsp(uint32_t bs, uint32_t max_transfer, uint16_t nq,
+					 uint16_t depth)
+{
+	return (struct rb_connect_rsp){ .session = rb_le64(0x1234),
+					.size = rb_le64(1 << 20),
+					.block_size = rb_le32(bs),
+					.max_transfer = rb_le32(max_transfer),
+					.handle = rb_le32(1),
+					.nr_io_queues = rb_le16(nq),
+					.queue_depth = rb_le16(depth),
+					.phys_block_size = rb_le32(bs) };
+}
+
+static int rsp_check(uint32_t bs, uint32_t max_transfer, uint16_t nq, uint16_t depth,
+		     const char **field)
+{
+	struct rb_connect_rsp rsp = connect_rsp(bs, max_transfer, nq, depth);
+	struct rb_validate_err err;
+	int ret = rb_check_connect_rsp(&rsp, 4, 128, &err);
+
+	*field = err.field ? err.field : "";
+	return ret;
+}
+
+static void test_connect_rsp(void)
+{
+	const char *f;
+
+	is_int(rsp_check(512, 128 << 10, 4, 128, &f), 0, "connect_rsp: as asked");
+	is_str(f, "", "connect_rsp: success names no field");
+	is_int(rsp_check(65536, 65536, 1, 1, &f), 0,
+	       "connect_rsp: 64 KiB blocks, one of them per command");
+	is_int(rsp_check(0, 128 << 10, 4, 128, &f), -EPROTO, "connect_rsp: block size 0");
+	is_str(f, "connect_rsp.block_size", "connect_rsp: names block_size");
+	is_int(rsp_check(3000, 128 << 10, 4, 128, &f), -EPROTO,
+	       "connect_rsp: block size not a power of two");
+	is_int(rsp_check(131072, 1 << 20, 4, 128, &f), -EPROTO,
+	       "connect_rsp: block size over 64 KiB");
+	is_int(rsp_check(4096, 2048, 4, 128, &f), -EPROTO,
+	       "connect_rsp: max transfer below a block");
+	is_str(f, "connect_rsp.max_transfer", "connect_rsp: names max_transfer");
+	is_int(rsp_check(512, 128 << 10, 0, 128, &f), -EPROTO, "connect_rsp: no I/O queues");
+	is_str(f, "connect_rsp.nr_io_queues", "connect_rsp: names nr_io_queues");
+	is_int(rsp_check(512, 128 << 10, 4, 0, &f), -EPROTO, "connect_rsp: depth 0");
+	is_str(f, "connect_rsp.queue_depth", "connect_rsp: names queue_depth");
+
+	is_int(rsp_check(512, 128 << 10, 5, 128, &f), RB_GRANT_OVER_QUEUES,
+	       "connect_rsp: more queues than asked is reported, not refused");
+	is_int(rsp_check(512, 128 << 10, 4, 129, &f), RB_GRANT_OVER_DEPTH,
+	       "connect_rsp: more depth than asked is reported, not refused");
+	is_int(rsp_check(512, 128 << 10, 65535, 65535, &f),
+	       RB_GRANT_OVER_QUEUES | RB_GRANT_OVER_DEPTH, "connect_rsp: both above the ask");
+}
+
+static void test_export_list(void)
+{
+	struct rb_export_entry ents[3];
+	uint32_t total, n;
+
+	memset(ents, 'x', sizeof(ents));
+	n = rb_export_list_fix(ents, 3, (5ull << 32) | 2, &total);
+	is_int(n, 2, "export list: entries written");
+	is_int(total, 5, "export list: entries visible");
+	ok(ents[0].name[RB_EXPORT_NAME_MAX - 1] == '\0' &&
+	       ents[1].name[RB_EXPORT_NAME_MAX - 1] == '\0',
+	   "export list: names of the entries used are terminated");
+	ok(ents[2].name[RB_EXPORT_NAME_MAX - 1] == 'x', "export list: the rest is not touched");
+	n = rb_export_list_fix(ents, 3, 1000, &total);
+	is_int(n, 3, "export list: a count beyond the buffer is clamped");
+	is_int(total, 3, "export list: visible is at least what was written");
+	n = rb_export_list_fix(ents, 3, 0, &total);
+	is_int(n, 0, "export list: empty");
+	is_int(total, 0, "export list: none visible");
+}
+
 int main(void)
 {
 	test_layout();
@@ -273,5 +501,10 @@ int main(void)
 	test_invalid();
 	test_admin();
 	test_single_byte_mutations();
+	test_cm_req();
+	test_cm_rep();
+	test_connect_req();
+	test_connect_rsp();
+	test_export_list();
 	return tap_done();
 }
