@@ -100,29 +100,21 @@ static void queue_deregister(struct rb_queue *q)
 static int check_rep(struct rb_queue *q, const struct rb_cm_rep *rep, size_t len,
 		     uint32_t want_incap)
 {
-	uint16_t depth = rb_from_le16(rep->depth);
-	uint32_t incap = rb_from_le32(rep->incapsule);
+	struct rb_validate_err err;
+	uint32_t incap;
+	int over = rb_check_cm_rep(rep, len, (uint16_t)q->alloc_depth, want_incap, &err);
 
-	if (len < sizeof(*rep) || rb_from_le32(rep->magic) != RB_MAGIC) {
-		rb_err("%s: queue %u: the peer's accept data is not rdmablk (%zu bytes, bad magic); "
-		       "is this an rdmablk target?",
-		       q->s->target, q->qid, len);
-		return -EPROTO;
+	if (over < 0) {
+		rb_err("%s: queue %u: the target's accept data (%zu bytes) refused: field %s = "
+		       "%llu; is this an rdmablk target of protocol version %u granting depth "
+		       "1..%u?",
+		       q->s->target, q->qid, len, err.field, (unsigned long long)err.value,
+		       RB_PROTO_VERSION, q->alloc_depth);
+		return over;
 	}
-	if (rb_from_le16(rep->version) != RB_PROTO_VERSION) {
-		rb_err("%s: queue %u: target speaks protocol version %u, we speak %u",
-		       q->s->target, q->qid, rb_from_le16(rep->version), RB_PROTO_VERSION);
-		return -EPROTO;
-	}
-	if (depth == 0 || depth > q->alloc_depth) {
-		rb_err("%s: queue %u: target granted queue depth %u (asked for %u)",
-		       q->s->target, q->qid, depth, q->alloc_depth);
-		return -EPROTO;
-	}
-	q->depth = depth;
+	q->depth = rb_from_le16(rep->depth);
 	/* Never more than asked for, nor more than one slot buffer holds. */
-	if (incap > want_incap)
-		incap = want_incap;
+	incap = over & RB_GRANT_OVER_INCAPSULE ? want_incap : rb_from_le32(rep->incapsule);
 	if (incap > q->buf_size)
 		incap = q->buf_size;
 	q->incapsule = incap;

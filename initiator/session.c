@@ -242,11 +242,12 @@ static const char *connect_reason(uint16_t status)
 }
 
 /*
- * CONNECT on the admin queue; fills s->info.  A reconnect names the session
- * it replaces: the target answers once that one's commands have finished.
+ * CONNECT on the admin queue; fills s->info, and *raw with the response as
+ * received if raw is not NULL.  A reconnect names the session it replaces:
+ * the target answers once that one's commands have finished.
  */
 static int session_connect(struct rb_session *s, const char *export_name, uint32_t kato_ms,
-			   uint64_t replaces)
+			   uint64_t replaces, struct rb_connect_rsp *raw)
 {
 	struct rb_connect_req *req;
 	struct rb_connect_rsp rsp;
@@ -296,37 +297,32 @@ static int session_connect(struct rb_session *s, const char *export_name, uint32
 	s->granted_depth = rb_from_le16(rsp.queue_depth);
 	s->connected = true;
 	s->ka_next_ms = rb_now_ms() + kato_ms / 2;
+	if (raw)
+		*raw = rsp;
 out_put:
 	rb_queue_slots_put(&s->admin, 1, &sl);
 	return ret;
 }
 
-static bool is_pow2(uint32_t v)
-{
-	return v && !(v & (v - 1));
-}
-
-static int check_export(struct rb_session *s)
+static int check_export(struct rb_session *s, const struct rb_connect_rsp *rsp)
 {
 	struct rb_export_info *in = &s->info;
+	struct rb_validate_err err;
+	int over = rb_check_connect_rsp(rsp, (uint16_t)s->p.nr_io_queues,
+					(uint16_t)s->p.queue_depth, &err);
 
-	if (!is_pow2(in->block_size) || in->block_size > 65536) {
-		rb_err("%s: export '%s': block size %u is not supported (power of two up to 64 KiB)",
-		       s->target, in->name, in->block_size);
-		return -EPROTO;
+	if (over < 0) {
+		rb_err("%s: export '%s': CONNECT response refused: field %s = %llu (want a block "
+		       "size that is a power of two up to 64 KiB, a max transfer of at least one "
+		       "block, I/O queues and queue depth nonzero)",
+		       s->target, in->name, err.field, (unsigned long long)err.value);
+		return over;
 	}
-	if (in->max_transfer < in->block_size) {
-		rb_err("%s: export '%s': max transfer %u is below the block size %u", s->target,
-		       in->name, in->max_transfer, in->block_size);
-		return -EPROTO;
-	}
-	if (in->nr_io_queues == 0 || s->granted_depth == 0) {
-		rb_err("%s: export '%s': target granted %u I/O queues of depth %u", s->target,
-		       in->name, in->nr_io_queues, s->granted_depth);
-		return -EPROTO;
-	}
-	if (in->nr_io_queues > s->p.nr_io_queues)
+	/* More than asked for is harmless: use what we asked for. */
+	if (over & RB_GRANT_OVER_QUEUES)
 		in->nr_io_queues = s->p.nr_io_queues;
+	if (over & RB_GRANT_OVER_DEPTH)
+		s->granted_depth = (uint16_t)s->p.queue_depth;
 	if (in->size % in->block_size)
 		rb_warn("%s: export '%s': size %" PRIu64 " is not a multiple of the block size %u; "
 			"the tail is not accessible",
@@ -338,6 +334,7 @@ int rb_session_open(const struct rb_session_params *p, struct rb_session **out)
 {
 	unsigned int nr_r = p->nr_reactors ? p->nr_reactors : p->nr_io_queues;
 	uint32_t depth, chunk, cq_depth, per_r;
+	struct rb_connect_rsp rsp;
 	struct rb_session *s;
 	int ret;
 
@@ -357,14 +354,14 @@ int rb_session_open(const struct rb_session_params *p, struct rb_session **out)
 	ret = admin_connect(s, cq_depth);
 	if (ret)
 		goto out_close;
-	ret = session_connect(s, p->export_name, p->kato_ms, 0);
+	ret = session_connect(s, p->export_name, p->kato_ms, 0, &rsp);
 	if (ret)
 		goto out_close;
-	ret = check_export(s);
+	ret = check_export(s, &rsp);
 	if (ret)
 		goto out_close;
 
-	depth = p->queue_depth < s->granted_depth ? p->queue_depth : s->granted_depth;
+	depth = s->granted_depth;
 	chunk = s->info.max_transfer < INI_MAX_CHUNK ? s->info.max_transfer : INI_MAX_CHUNK;
 	chunk -= chunk % s->info.block_size;
 	/* Fewer queues than reactors: the spare reactors would idle. */
@@ -435,7 +432,7 @@ int ini_session_reconnect(struct rb_session *s)
 	s->connected = false;
 	ret = admin_connect(s, s->cq_depth);
 	if (!ret)
-		ret = session_connect(s, s->p.export_name, s->p.kato_ms, old.session_id);
+		ret = session_connect(s, s->p.export_name, s->p.kato_ms, old.session_id, NULL);
 	if (!ret)
 		ret = check_same_export(s, &old);
 	if (ret)
@@ -602,7 +599,7 @@ int rb_list_exports(const struct rb_session_params *p, struct rb_export_entry **
 	if (ret)
 		goto out_close;
 	/* An empty export name opens a discovery session. */
-	ret = session_connect(s, "", 0, 0);
+	ret = session_connect(s, "", 0, 0, NULL);
 	if (ret)
 		goto out_close;
 	ret = rb_queue_slots_get(&s->admin, 1, &sl);
@@ -619,21 +616,13 @@ int rb_list_exports(const struct rb_session_params *p, struct rb_export_entry **
 		       status ? rb_status_name(status) : "no answer");
 		goto out_put;
 	}
-	/* result: entries written (low 32 bits), entries visible (high 32). */
-	n = (uint32_t)result;
-	if (n > len / ent)
-		n = len / ent;
-	*total = (uint32_t)(result >> 32);
-	if (*total < n)
-		*total = n;
+	n = rb_export_list_fix(sl->buf, len / ent, result, total);
 	list = calloc(n ? n : 1, ent);
 	if (!list) {
 		ret = -ENOMEM;
 		goto out_put;
 	}
 	memcpy(list, sl->buf, (size_t)n * ent);
-	for (uint32_t i = 0; i < n; i++)
-		list[i].name[sizeof(list[i].name) - 1] = '\0';
 	*out = list;
 	*nr = n;
 out_put:

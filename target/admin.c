@@ -113,12 +113,6 @@ static bool host_allowed(const struct rb_export_conf *c, const char *hostid)
 	return false;
 }
 
-/* A string field must be NUL-terminated inside its fixed-size slot. */
-static bool field_terminated(const char *f, size_t len)
-{
-	return memchr(f, '\0', len) != NULL;
-}
-
 static uint16_t min16(uint32_t a, uint32_t b)
 {
 	return (uint16_t)(a < b ? a : b);
@@ -226,7 +220,9 @@ static void admin_connect(struct tgt_req *req)
 	const struct rb_connect_req *cr = req->buf;
 	struct tgt_export *e = NULL;
 	struct tgt_session *old;
+	struct rb_validate_err err;
 	uint64_t old_id = rb_from_le64(cr->replaces);
+	enum rb_status st;
 	uint16_t nq, depth;
 	uint32_t kato;
 
@@ -235,17 +231,11 @@ static void admin_connect(struct tgt_req *req)
 		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
 		return;
 	}
-	if (rb_from_le32(cr->magic) != RB_MAGIC || rb_from_le16(cr->version) != RB_PROTO_VERSION) {
-		rb_warn("queue 0 (peer %s): CONNECT with magic %#x version %u refused", q->peer,
-			rb_from_le32(cr->magic), rb_from_le16(cr->version));
-		tgt_req_complete(req, RB_S_BAD_VERSION, 0);
-		return;
-	}
-	if (!field_terminated(cr->hostid, sizeof(cr->hostid)) || !cr->hostid[0] ||
-	    !field_terminated(cr->export_name, sizeof(cr->export_name))) {
-		rb_warn("queue 0 (peer %s): CONNECT with unterminated host id or export name",
-			q->peer);
-		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
+	st = rb_check_connect_req(cr, &err);
+	if (st != RB_S_SUCCESS) {
+		rb_warn("queue 0 (peer %s): CONNECT refused: %s (field %s = %llu)", q->peer,
+			rb_status_name(st), err.field, (unsigned long long)err.value);
+		tgt_req_complete(req, st, 0);
 		return;
 	}
 	/* An empty export name asks for a discovery session (LIST_EXPORTS only). */

@@ -61,21 +61,19 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC), .version = rb_le16(RB_PROTO_VERSION) };
 	struct tgt_conn_msg *m;
 	const struct rb_cm_req *cr = priv;
+	struct rb_validate_err err;
+	enum rb_cm_reject_reason reason;
 	char peer[128];
 	uint16_t qid;
 
 	ls->ops->conn_peer(conn, peer, sizeof(peer));
-	if (priv_len < sizeof(*cr) || rb_from_le32(cr->magic) != RB_MAGIC) {
-		rb_warn("%s peer %s: connection request without rdmablk private data", ls->ops->name,
-			peer);
-		rej.reason = rb_le16(RB_REJ_BAD_MAGIC);
-		ls->ops->reject(conn, &rej, sizeof(rej));
-		return;
-	}
-	if (rb_from_le16(cr->version) != RB_PROTO_VERSION) {
-		rb_warn("%s peer %s: protocol version %u not supported (want %u)", ls->ops->name,
-			peer, rb_from_le16(cr->version), RB_PROTO_VERSION);
-		rej.reason = rb_le16(RB_REJ_BAD_VERSION);
+	/* Before a reactor sees it: the session lookup there trusts the rest. */
+	reason = rb_check_cm_req(priv, priv_len, &err);
+	if (reason != RB_REJ_NONE) {
+		rb_warn("%s peer %s: connection request rejected: %s (field %s = %llu)",
+			ls->ops->name, peer, rb_reject_name(reason), err.field,
+			(unsigned long long)err.value);
+		rej.reason = rb_le16(reason);
 		ls->ops->reject(conn, &rej, sizeof(rej));
 		return;
 	}

@@ -171,11 +171,8 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 		reject(m, RB_REJ_SHUTTING_DOWN);
 		return -ESHUTDOWN;
 	}
+	/* rb_check_cm_req() passed it: depth > 0, an admin queue names no session. */
 	if (qid == 0) {
-		if (rb_from_le64(cr->session)) {
-			reject(m, RB_REJ_BAD_QID);
-			return -EINVAL;
-		}
 		limit = ADMIN_DEPTH;
 	} else {
 		s = tgt_session_bind(rb_from_le64(cr->session), qid, &reason);
@@ -184,11 +181,6 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 			return -EINVAL;
 		}
 		limit = s->queue_depth;
-	}
-	if (want_depth == 0) {
-		reject(m, RB_REJ_BAD_DEPTH);
-		ret = -EINVAL;
-		goto out_unbind;
 	}
 	q = calloc(1, sizeof(*q));
 	if (!q) {
