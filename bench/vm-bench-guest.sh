@@ -23,7 +23,8 @@
 # LAT_US ROUND, or CFG - n/a REASON), vm-bench.info (settings, load); the host half prints the
 # table.
 # Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), ROUNDS, QUEUES,
-# DEPTH, POLL_US, BACKING (brd: a RAM block device, the default; tmpfs: a file on a guest tmpfs).
+# DEPTH, POLL_US, BACKING (brd: a RAM block device, the default; tmpfs: a file on a guest tmpfs),
+# MTU (of the veth pair; rxe's RoCE MTU follows: 1024 at 1500, 4096 at 9000).
 # vm-timeout: 1500
 . "$top_srcdir/tests/vm/lib.sh"
 
@@ -38,6 +39,7 @@ QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
 POLL_US=${POLL_US:-50}
 BACKING=${BACKING:-brd}
+MTU=${MTU:-1500}
 SIZE_MB=1024
 TGT_BIN=$top_builddir/target/rdmablk-target
 INI_BIN=$top_builddir/initiator/rdmablk-initiator
@@ -317,6 +319,11 @@ info "fio: ioengine=io_uring direct=1 time_based runtime=${RUNTIME}s ramp_time=$
 	"all devices attached throughout, each job on each device in turn, order rotated per job;" \
 	"$ROUNDS rounds of all that"
 setup_rxe
+# Before any connection: rxe takes the new MTU for QPs created after it.
+ip link set "$TGT_IF" mtu "$MTU" && ip link set "$INI_IF" mtu "$MTU" ||
+	vm_fail "veth MTU $MTU (veth takes 68..65535)"
+info "link: $TGT_IF/$INI_IF mtu $MTU, $INI_DEV $(ibv_devinfo -d "$INI_DEV" |
+	sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/RoCE active_mtu \1/p')"
 if [ "$BACKING" = brd ]; then
 	# A RAM block device, as NVMe-oF transports are usually measured: O_DIRECT I/O goes to
 	# the block layer without a page cache, for nvmet (bdev backend) and for rdmablk alike.

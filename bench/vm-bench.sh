@@ -12,6 +12,7 @@
 #   QUEUES=2 DEPTH=128                 I/O queues and depth, for nvme connect and rdmablk
 #   POLL_US=50                         poll-us of the "poll" columns' daemons (0: no such columns)
 #   BACKING=brd                        brd: a RAM block device; tmpfs: a file on a guest tmpfs
+#   MTU=1500                           the veth pair's MTU; 9000 gives RoCE MTU 4096 (jumbo)
 #   RDMABLK_VM_MEM=3072                guest MiB (the backing file lives in guest RAM)
 # Results (and the guest log) in BUILD_DIR/bench/vm-bench-results/. Not a test: not in make
 # check. Takes ~13 minutes on 2 cores under TCG (ROUNDS=3). See bench/README.md.
@@ -37,6 +38,10 @@ QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
 POLL_US=${POLL_US:-50}
 BACKING=${BACKING:-brd}
+MTU=${MTU:-1500}
+case $MTU in
+'' | *[!0-9]*) echo "vm-bench: MTU=$MTU is not a number of bytes" >&2; exit 1 ;;
+esac
 export RDMABLK_VM_MEM="${RDMABLK_VM_MEM:-3072}"
 
 res=$build/bench/vm-bench-results
@@ -50,6 +55,7 @@ QUEUES=$QUEUES
 DEPTH=$DEPTH
 POLL_US=$POLL_US
 BACKING=$BACKING
+MTU=$MTU
 EOF
 
 load0=$(uptime)
