@@ -99,6 +99,10 @@ struct rb_reactor {
 	pthread_mutex_t inbox_lock;
 	struct rb_task *inbox_head, *inbox_tail;
 	struct rb_task *defer_head, *defer_tail;
+	/* owner_only tasks deferred while another thread drove this reactor */
+	struct rb_task *owed_head, *owed_tail;
+	pthread_t owner; /* the reactor thread, once has_owner */
+	atomic_bool has_owner;
 
 	struct rb_queue **queues; /* owned: timeouts are scanned per tick */
 	unsigned int nr_queues;

@@ -90,19 +90,56 @@ void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t)
 	r->defer_tail = t;
 }
 
+/* Another thread drives this reactor (recovery, or a test). */
+static bool off_owner(const struct rb_reactor *r)
+{
+	return atomic_load(&r->has_owner) && !pthread_equal(pthread_self(), r->owner);
+}
+
+/* Keep t (queued: a defer meanwhile does not add it twice) for the owner. */
+static void owe(struct rb_reactor *r, struct rb_task *t)
+{
+	t->queued = true;
+	t->next = NULL;
+	if (r->owed_tail)
+		r->owed_tail->next = t;
+	else
+		r->owed_head = t;
+	r->owed_tail = t;
+}
+
+/* Owed tasks go back to the front of the deferred ones, in their order. */
+static void take_owed(struct rb_reactor *r)
+{
+	if (!r->owed_head)
+		return;
+	r->owed_tail->next = r->defer_head;
+	if (!r->defer_head)
+		r->defer_tail = r->owed_tail;
+	r->defer_head = r->owed_head;
+	r->owed_head = r->owed_tail = NULL;
+}
+
 /* Returns the number of tasks run. */
 static int run_deferred(struct rb_reactor *r)
 {
+	bool off = off_owner(r);
 	int n = 0;
 
+	if (!off)
+		take_owed(r);
 	while (r->defer_head) {
 		struct rb_task *t = r->defer_head;
 
 		r->defer_head = t->next;
 		if (!r->defer_head)
 			r->defer_tail = NULL;
-		t->queued = false;
 		t->next = NULL;
+		if (off && t->owner_only) {
+			owe(r, t);
+			continue;
+		}
+		t->queued = false;
 		t->fn(t);
 		n++;
 	}
@@ -201,6 +238,7 @@ static void on_wake(struct rb_poll *p, uint32_t events)
 	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, wake_poll);
 	struct rb_task *t;
 	uint64_t v;
+	bool off;
 
 	if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		rb_err("reactor %d: wake read: %s", r->id, strerror(errno));
@@ -208,11 +246,15 @@ static void on_wake(struct rb_poll *p, uint32_t events)
 	t = r->inbox_head;
 	r->inbox_head = r->inbox_tail = NULL;
 	pthread_mutex_unlock(&r->inbox_lock);
+	off = off_owner(r);
 	while (t) {
 		struct rb_task *next = t->next;
 
 		t->next = NULL;
-		t->fn(t);
+		if (off && t->owner_only)
+			owe(r, t);
+		else
+			t->fn(t);
 		t = next;
 	}
 }
@@ -238,6 +280,7 @@ int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id)
 	rb_spin_init(&r->spin, &s->p.topts);
 	r->epfd = r->wake_fd = r->timer_fd = -1;
 	atomic_init(&r->stop, false);
+	atomic_init(&r->has_owner, false);
 	pthread_mutex_init(&r->inbox_lock, NULL);
 	/* Tick often enough for the tightest deadline we keep. */
 	if (s->p.kato_ms && s->p.kato_ms / 8 < t)
@@ -365,6 +408,8 @@ static void *reactor_main(void *arg)
 		.it_value = { r->tick_ms / 1000, (long)(r->tick_ms % 1000) * 1000000L },
 	};
 
+	r->owner = pthread_self();
+	atomic_store(&r->has_owner, true);
 	if (timerfd_settime(r->timer_fd, 0, &its, NULL) < 0)
 		rb_err("reactor %d: timerfd_settime: %s (timeouts will not fire)", r->id,
 		       strerror(errno));
@@ -446,6 +491,7 @@ void ini_reactor_stop(struct rb_reactor *r)
 	}
 	pthread_join(r->thread, NULL);
 	r->started = false;
+	atomic_store(&r->has_owner, false);
 	/* Tasks posted after the loop ended run here, on the joining thread. */
 	on_wake(&r->wake_poll, EPOLLIN);
 }

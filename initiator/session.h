@@ -147,6 +147,13 @@ void rb_reactor_del(struct rb_reactor *r, int fd);
 /* A unit of work run on a reactor thread. */
 struct rb_task {
 	void (*fn)(struct rb_task *t);
+	/*
+	 * Runs on the reactor's own thread only.  While another thread drives
+	 * the reactor (session recovery), the task waits for the owner: ublk
+	 * refuses a queue's commands (EINVAL) from any task but the one that
+	 * fetched them.
+	 */
+	bool owner_only;
 	struct rb_task *next; /* private */
 	bool queued; /* private */
 };

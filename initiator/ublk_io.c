@@ -421,7 +421,10 @@ int ublk_queue_alloc(struct ublk_dev *d, unsigned int qid, struct rb_queue *q, u
 	uq->buf_size = buf_size;
 	uq->poll.fn = on_ring;
 	uq->submit_task.fn = submit_task;
+	/* Commands go to the driver from this queue's reactor thread only. */
+	uq->submit_task.owner_only = true;
 	uq->start_task.fn = ublk_queue_start_task;
+	uq->start_task.owner_only = true; /* its FETCHes make this thread the daemon */
 	uq->stop_task.fn = ublk_queue_stop_task;
 	for (uint32_t i = 0; i < depth; i++) {
 		uq->tags[i].uq = uq;
