@@ -288,6 +288,20 @@ static void unlink_queue(struct tgt_queue *q)
 		*pp = q->next;
 }
 
+/* Unlink q's requests from a reactor pending list and fix its tail. */
+static void drop_pending(struct tgt_req **head, struct tgt_req ***tail, const struct tgt_queue *q)
+{
+	struct tgt_req **pp = head;
+
+	while (*pp) {
+		if ((*pp)->q == q)
+			*pp = (*pp)->next;
+		else
+			pp = &(*pp)->next;
+	}
+	*tail = pp;
+}
+
 void tgt_queue_maybe_destroy(struct tgt_queue *q)
 {
 	if (!q->dead || q->wr_outstanding || q->io_inflight)
@@ -295,24 +309,8 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 	unlink_queue(q);
 	/* Requests waiting for a pool buffer or SQ space are not in flight:
 	 * drop them from the reactor's pending lists before freeing. */
-	for (struct tgt_req **pp = &q->r->pending_buf; *pp;) {
-		if ((*pp)->q == q)
-			*pp = (*pp)->next;
-		else
-			pp = &(*pp)->next;
-	}
-	q->r->pending_buf_tail = &q->r->pending_buf;
-	while (*q->r->pending_buf_tail)
-		q->r->pending_buf_tail = &(*q->r->pending_buf_tail)->next;
-	for (struct tgt_req **pp = &q->r->pending_exec; *pp;) {
-		if ((*pp)->q == q)
-			*pp = (*pp)->next;
-		else
-			pp = &(*pp)->next;
-	}
-	q->r->pending_exec_tail = &q->r->pending_exec;
-	while (*q->r->pending_exec_tail)
-		q->r->pending_exec_tail = &(*q->r->pending_exec_tail)->next;
+	drop_pending(&q->r->pending_buf, &q->r->pending_buf_tail, q);
+	drop_pending(&q->r->pending_exec, &q->r->pending_exec_tail, q);
 	for (uint32_t i = 0; i < q->nr_reqs; i++) {
 		struct tgt_req *req = &q->reqs[i];
 
