@@ -61,17 +61,23 @@ void rb_reactor_del(struct rb_reactor *r, int fd)
 	epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+/* A task list: head, and tail pointing at the last task (NULL if empty). */
+static void task_append(struct rb_task **head, struct rb_task **tail, struct rb_task *t)
+{
+	t->next = NULL;
+	if (*tail)
+		(*tail)->next = t;
+	else
+		*head = t;
+	*tail = t;
+}
+
 void rb_reactor_post(struct rb_reactor *r, struct rb_task *t)
 {
 	uint64_t one = 1;
 
-	t->next = NULL;
 	pthread_mutex_lock(&r->inbox_lock);
-	if (r->inbox_tail)
-		r->inbox_tail->next = t;
-	else
-		r->inbox_head = t;
-	r->inbox_tail = t;
+	task_append(&r->inbox_head, &r->inbox_tail, t);
 	pthread_mutex_unlock(&r->inbox_lock);
 	if (write(r->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		rb_err("reactor %d: wake: %s", r->id, strerror(errno));
@@ -82,12 +88,7 @@ void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t)
 	if (t->queued)
 		return;
 	t->queued = true;
-	t->next = NULL;
-	if (r->defer_tail)
-		r->defer_tail->next = t;
-	else
-		r->defer_head = t;
-	r->defer_tail = t;
+	task_append(&r->defer_head, &r->defer_tail, t);
 }
 
 /* Another thread drives this reactor (recovery, or a test). */
@@ -100,12 +101,7 @@ static bool off_owner(const struct rb_reactor *r)
 static void owe(struct rb_reactor *r, struct rb_task *t)
 {
 	t->queued = true;
-	t->next = NULL;
-	if (r->owed_tail)
-		r->owed_tail->next = t;
-	else
-		r->owed_head = t;
-	r->owed_tail = t;
+	task_append(&r->owed_head, &r->owed_tail, t);
 }
 
 /* Owed tasks go back to the front of the deferred ones, in their order. */
