@@ -119,10 +119,9 @@ static void take_owed(struct rb_reactor *r)
 /* Returns the number of tasks run. */
 static int run_deferred(struct rb_reactor *r)
 {
-	bool off = off_owner(r);
 	int n = 0;
 
-	if (!off)
+	if (r->owed_head && !off_owner(r))
 		take_owed(r);
 	while (r->defer_head) {
 		struct rb_task *t = r->defer_head;
@@ -131,7 +130,7 @@ static int run_deferred(struct rb_reactor *r)
 		if (!r->defer_head)
 			r->defer_tail = NULL;
 		t->next = NULL;
-		if (off && t->owner_only) {
+		if (t->owner_only && off_owner(r)) {
 			owe(r, t);
 			continue;
 		}
@@ -234,7 +233,6 @@ static void on_wake(struct rb_poll *p, uint32_t events)
 	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, wake_poll);
 	struct rb_task *t;
 	uint64_t v;
-	bool off;
 
 	if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		rb_err("reactor %d: wake read: %s", r->id, strerror(errno));
@@ -242,12 +240,11 @@ static void on_wake(struct rb_poll *p, uint32_t events)
 	t = r->inbox_head;
 	r->inbox_head = r->inbox_tail = NULL;
 	pthread_mutex_unlock(&r->inbox_lock);
-	off = off_owner(r);
 	while (t) {
 		struct rb_task *next = t->next;
 
 		t->next = NULL;
-		if (off && t->owner_only)
+		if (t->owner_only && off_owner(r))
 			owe(r, t);
 		else
 			t->fn(t);

@@ -6,7 +6,8 @@
  * work from its own thread; ublk refuses a queue's commands (EINVAL) from
  * any task but the one that fetched them, so the ublk submit must wait for
  * the owner.  Here a helper thread is the reactor's owner and the main
- * thread plays the recovery thread; the queue and session hooks are stubs.
+ * thread plays the recovery thread.  The reactor has no queues and no
+ * session here, so the queue and session hooks it calls are no-ops.
  */
 #include "config.h"
 
