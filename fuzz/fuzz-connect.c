@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked.h"
 #include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,11 +30,6 @@ static uint32_t ask(const uint8_t *p, int n)
 	while (n--)
 		v = v << 8 | p[n];
 	return v;
-}
-
-static int is_pow2(uint32_t v)
-{
-	return v && !(v & (v - 1));
 }
 
 /* A refusal names a field; an acceptance leaves err clear. */
@@ -130,7 +126,7 @@ static void fuzz_connect_rsp(const uint8_t *p, size_t size)
 	bs = rb_from_le32(rsp.block_size);
 	nq = rb_from_le16(rsp.nr_io_queues);
 	depth = rb_from_le16(rsp.queue_depth);
-	if (!is_pow2(bs) || bs > 65536 || rb_from_le32(rsp.max_transfer) < bs || !nq || !depth)
+	if (!rb_is_pow2(bs) || bs > 65536 || rb_from_le32(rsp.max_transfer) < bs || !nq || !depth)
 		abort();
 	want = (nq > asked_queues ? RB_GRANT_OVER_QUEUES : 0) |
 	       (depth > asked_depth ? RB_GRANT_OVER_DEPTH : 0);

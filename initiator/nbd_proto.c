@@ -18,18 +18,13 @@
 #define NBD_DEFAULT_PREF_BLOCK 4096u
 #define NBD_MAX_MIN_BLOCK 65536u
 
-static bool is_pow2(uint32_t v)
-{
-	return v && !(v & (v - 1));
-}
-
 int nbd_export_desc_init(struct nbd_export_desc *d, const char *name, uint64_t size,
 			 uint32_t rb_flags, uint32_t block_size, uint32_t max_payload)
 {
 	uint32_t pref;
 
 	memset(d, 0, sizeof(*d));
-	if (!is_pow2(block_size) || block_size > NBD_MAX_MIN_BLOCK)
+	if (!rb_is_pow2(block_size) || block_size > NBD_MAX_MIN_BLOCK)
 		return -EINVAL;
 	max_payload -= max_payload % block_size;
 	if (max_payload < block_size)

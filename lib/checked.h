@@ -29,6 +29,11 @@ static inline bool rb_region_ok(uint64_t addr, uint64_t len, uint64_t base, uint
 	return addr >= base && end <= bend;
 }
 
+static inline bool rb_is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
 #define RB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define rb_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 

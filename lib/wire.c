@@ -376,7 +376,7 @@ int rb_check_connect_rsp(const struct rb_connect_rsp *rsp, uint16_t asked_queues
 	err->field = NULL;
 	err->value = 0;
 	/* What the initiator supports: a power of two up to 64 KiB. */
-	if (!bs || (bs & (bs - 1)) || bs > 65536)
+	if (!rb_is_pow2(bs) || bs > 65536)
 		return fail(err, "connect_rsp.block_size", bs, -EPROTO);
 	if (max_transfer < bs)
 		return fail(err, "connect_rsp.max_transfer", max_transfer, -EPROTO);
