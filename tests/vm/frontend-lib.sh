@@ -164,12 +164,13 @@ fe_check_no_dstate() {
 
 # _fe_launch KIND ARGS...: rdmablk-initiator ARGS in the background; once it prints
 # "attached /dev/KINDn", FE_DEV and FE_NAME name that device (size > 0); FE_TOOK the tenths
-# of a second it took.
+# of a second it took.  FE_INI_PRELOAD=SHIM.so: a test shim built in tests/ is preloaded.
 _fe_launch() {
 	_kind=$1
 	shift
-	echo "# rdmablk-initiator $*"
-	"$INI_BIN" "$@" >ini.out 2>ini.log &
+	echo "# rdmablk-initiator $*${FE_INI_PRELOAD:+ (with $FE_INI_PRELOAD)}"
+	env ${FE_INI_PRELOAD:+"LD_PRELOAD=$top_builddir/tests/$FE_INI_PRELOAD"} \
+		"$INI_BIN" "$@" >ini.out 2>ini.log &
 	INI_PID=$!
 	_t=0
 	while ! grep -q "^attached /dev/${_kind}[0-9]*\$" ini.out 2>/dev/null; do
