@@ -258,6 +258,16 @@ void ublk_dev_ack(struct ublk_dev *d)
 	pthread_mutex_unlock(&d->lock);
 }
 
+void ublk_dev_queue_failed(struct ublk_dev *d, unsigned int qid)
+{
+	uint64_t one = 1;
+	int none = -1;
+
+	if (atomic_compare_exchange_strong(&d->failed_qid, &none, (int)qid) &&
+	    write(d->event_fd, &one, sizeof(one)) < 0)
+		rb_err("%s: event: %s", d->bdev, strerror(errno));
+}
+
 void ublk_dev_queue_ended(struct ublk_dev *d)
 {
 	uint64_t one = 1;
@@ -316,6 +326,7 @@ int ublk_dev_create(struct rb_session *s, int dev_id, struct ublk_dev **out)
 	d->ctrl_fd = d->cdev_fd = -1;
 	d->dev_id = -1;
 	atomic_init(&d->nr_ended, 0);
+	atomic_init(&d->failed_qid, -1);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	snprintf(d->bdev, sizeof(d->bdev), "ublk");
@@ -588,8 +599,18 @@ int ublk_serve(const struct rb_session_params *p, int dev_id, int sig_fd)
 			break;
 		}
 		if (pfd[1].revents & POLLIN) {
-			rb_err("%s: the ublk device was removed; exiting", ublk_dev_path(d));
-			ret = -ENODEV;
+			int qid = atomic_load(&d->failed_qid);
+
+			if (qid >= 0) {
+				rb_err("%s: ublk queue %d failed; the device stops and its I/O "
+				       "fails; exiting",
+				       ublk_dev_path(d), qid);
+				ret = -EIO;
+			} else {
+				rb_err("%s: the ublk device was removed; exiting",
+				       ublk_dev_path(d));
+				ret = -ENODEV;
+			}
 			break;
 		}
 	}

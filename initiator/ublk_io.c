@@ -27,14 +27,17 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "checked.h"
 #include "log.h"
+#include "spin.h"
 #include "ublk_priv.h"
 #include "wire.h"
 
 static void tag_commit(struct ublk_tag *t, int32_t result);
+static void queue_failing(struct ublk_queue *uq);
 
 /* ---- ring ------------------------------------------------------------------ */
 
@@ -78,6 +81,7 @@ static int queue_cmd(struct ublk_queue *uq, struct ublk_tag *t, uint32_t op, int
 	sqe->user_data = t->tag;
 	memcpy(sqe->cmd, &cmd, sizeof(cmd));
 	uq->nr_cmds++;
+	t->cmd = (uint8_t)op;
 	t->state = TAG_FETCHING;
 	rb_reactor_defer(uq->r, &uq->submit_task);
 	return 0;
@@ -158,6 +162,10 @@ static void tag_slot_ready(struct rb_slot_waiter *w, int err)
 	}
 	if (err) {
 		t->slot = NULL;
+		tag_commit(t, -EIO);
+		return;
+	}
+	if (t->uq->failed) {
 		tag_commit(t, -EIO);
 		return;
 	}
@@ -248,10 +256,16 @@ static void tag_commit(struct ublk_tag *t, int32_t result)
 		t->addr = t->slot->buf;
 	t->result = result;
 	ret = queue_cmd(uq, t, UBLK_IO_COMMIT_AND_FETCH_REQ, result, t->addr);
-	if (ret)
-		rb_err("%s: ublk queue %u tag %u: cannot queue COMMIT_AND_FETCH: %s; the "
-		       "request stays outstanding until the device stops",
+	if (ret) {
+		rb_err("%s: ublk queue %u tag %u: cannot queue COMMIT_AND_FETCH: %s; stopping "
+		       "the device",
 		       uq->d->bdev, uq->qid, t->tag, strerror(-ret));
+		t->state = TAG_REFUSED;
+		queue_failing(uq);
+	}
+	/* A failing queue waits for its last I/O before the ring goes. */
+	if (uq->failed)
+		rb_reactor_defer(uq->r, &uq->fail_task);
 }
 
 static void tag_end(struct ublk_tag *t)
@@ -265,28 +279,57 @@ static void tag_end(struct ublk_tag *t)
 		ublk_dev_queue_ended(uq->d);
 }
 
+static const char *cmd_name(uint8_t cmd)
+{
+	return cmd == UBLK_IO_FETCH_REQ ? "FETCH_REQ" : "COMMIT_AND_FETCH_REQ";
+}
+
 static void handle_cqe(struct ublk_queue *uq, uint64_t user_data, int res)
 {
 	struct ublk_tag *t;
 
 	if (user_data >= uq->depth) {
-		rb_err("%s: ublk queue %u: completion for unknown tag %" PRIu64, uq->d->bdev,
-		       uq->qid, user_data);
+		rb_err("%s: ublk queue %u: completion for unknown tag %" PRIu64 "; stopping the "
+		       "device",
+		       uq->d->bdev, uq->qid, user_data);
+		queue_failing(uq);
 		return;
 	}
 	t = &uq->tags[user_data];
 	uq->nr_cmds--;
 	if (res == UBLK_IO_RES_OK) {
-		tag_request(t);
+		t->retried = false;
+		if (uq->failed) {
+			uq->last_req_ns = rb_spin_clock_ns();
+			tag_commit(t, -EIO);
+		} else {
+			tag_request(t);
+		}
 		return;
 	}
-	/* ABORT: the device is going away; anything else is our bug. */
-	if (res != UBLK_IO_RES_ABORT)
-		rb_err("%s: ublk queue %u tag %u: %s failed: %s", uq->d->bdev, uq->qid, t->tag,
-		       res == UBLK_IO_RES_NEED_GET_DATA ? "fetch (unexpected NEED_GET_DATA)" :
-							  "fetch/commit",
-		       res < 0 ? strerror(-res) : "unexpected result");
-	tag_end(t);
+	if (res == UBLK_IO_RES_ABORT) { /* the device is going away */
+		tag_end(t);
+		return;
+	}
+	/*
+	 * The driver refused the command (a bug, ours or a driver we do not
+	 * understand) and changed nothing: the request a refused COMMIT
+	 * carried is still ours.  Send it once more; if that fails too, the
+	 * queue cannot go on.
+	 */
+	if (!t->retried) {
+		rb_warn("%s: ublk queue %u tag %u: %s refused: %s; sending it again", uq->d->bdev,
+			uq->qid, t->tag, cmd_name(t->cmd),
+			res < 0 ? strerror(-res) : "unexpected result");
+		t->retried = true;
+		if (queue_cmd(uq, t, t->cmd, t->result, t->addr) == 0)
+			return;
+	}
+	rb_err("%s: ublk queue %u tag %u: %s refused again: %s; stopping the device",
+	       uq->d->bdev, uq->qid, t->tag, cmd_name(t->cmd),
+	       res < 0 ? strerror(-res) : "unexpected result");
+	t->state = TAG_REFUSED;
+	queue_failing(uq);
 }
 
 static void on_ring(struct rb_poll *p, uint32_t events)
@@ -367,11 +410,20 @@ out_ack:
 	ublk_dev_ack(uq->d);
 }
 
-void ublk_queue_stop_task(struct rb_task *task)
+/*
+ * Closing the ring cancels the tags' commands: the driver answers
+ * requests we have not taken yet with an error, and fails those we hold
+ * when the device stops.  Tags with an rb_io out release their slot in
+ * tag_io_done.
+ */
+static void queue_teardown(struct ublk_queue *uq)
 {
-	struct ublk_queue *uq = rb_container_of(task, struct ublk_queue, stop_task);
-
 	uq->stopped = true;
+	if (uq->fail_timer_fd >= 0) {
+		rb_reactor_del(uq->r, uq->fail_timer_fd);
+		close(uq->fail_timer_fd);
+		uq->fail_timer_fd = -1;
+	}
 	if (uq->ring_watched)
 		rb_reactor_del(uq->r, uq->ring.ring_fd);
 	uq->ring_watched = false;
@@ -387,7 +439,6 @@ void ublk_queue_stop_task(struct rb_task *task)
 			rb_queue_slots_cancel(uq->q, &t->w);
 			t->slot = NULL;
 		}
-		/* A tag with its rb_io out releases the slot in tag_io_done. */
 		if (t->state != TAG_IO) {
 			if (t->slot)
 				rb_queue_slots_put(uq->q, 1, &t->slot);
@@ -395,6 +446,107 @@ void ublk_queue_stop_task(struct rb_task *task)
 			t->state = TAG_DONE;
 		}
 	}
+}
+
+/*
+ * The driver refused one of our commands: the queue cannot go on, and
+ * only the driver can fail the request a refused COMMIT leaves with us.
+ * It does when the ring closes with at least one of the queue's commands
+ * still pending (it cancels them, fails every request the queue holds with
+ * EIO and stops the device).  So first bring every tag back to the driver:
+ * new requests are answered EIO at once, I/O in flight commits its result
+ * (bounded by the command timeout).  Then wait for the queue to go quiet
+ * (the EIOs stop most writers): Linux 6.12 can hand a request to a command
+ * it is cancelling, and that request would never end.  Then close the ring.
+ * The main thread hears of it and exits non-zero.
+ */
+#define FAIL_QUIET_NS (100 * 1000000ull) /* no new request for this long */
+#define FAIL_WAIT_NS (5000 * 1000000ull) /* but close after this at the latest */
+
+static void queue_failing(struct ublk_queue *uq)
+{
+	if (!uq->failed)
+		uq->fail_since_ns = uq->last_req_ns = rb_spin_clock_ns();
+	uq->failed = true;
+	rb_reactor_defer(uq->r, &uq->fail_task);
+}
+
+static void on_fail_timer(struct rb_poll *p, uint32_t events)
+{
+	struct ublk_queue *uq = rb_container_of(p, struct ublk_queue, fail_timer_poll);
+	uint64_t v;
+
+	if (read(uq->fail_timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		rb_err("%s: ublk queue %u: timer read: %s", uq->d->bdev, uq->qid,
+		       strerror(errno));
+	rb_reactor_defer(uq->r, &uq->fail_task);
+}
+
+/* Run fail_task again in ns nanoseconds; false if no timer can be had. */
+static bool fail_again_in(struct ublk_queue *uq, uint64_t ns)
+{
+	struct itimerspec its = { .it_value = { (time_t)(ns / 1000000000u),
+						(long)(ns % 1000000000u) } };
+
+	if (uq->fail_timer_fd < 0) {
+		uq->fail_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (uq->fail_timer_fd < 0)
+			goto out_err;
+		if (rb_reactor_add(uq->r, uq->fail_timer_fd, EPOLLIN, &uq->fail_timer_poll)) {
+			close(uq->fail_timer_fd);
+			uq->fail_timer_fd = -1;
+			goto out_err;
+		}
+	}
+	if (timerfd_settime(uq->fail_timer_fd, 0, &its, NULL) == 0)
+		return true;
+out_err:
+	rb_warn("%s: ublk queue %u: no timer to wait for quiet (%s); closing now", uq->d->bdev,
+		uq->qid, strerror(errno));
+	return false;
+}
+
+static void fail_task(struct rb_task *task)
+{
+	struct ublk_queue *uq = rb_container_of(task, struct ublk_queue, fail_task);
+	unsigned int refused = 0;
+	uint64_t now;
+
+	if (uq->stopped)
+		return;
+	for (uint32_t i = 0; i < uq->depth; i++) {
+		struct ublk_tag *t = &uq->tags[i];
+
+		if (t->state == TAG_WAIT_SLOT) {
+			rb_queue_slots_cancel(uq->q, &t->w);
+			t->slot = NULL;
+			tag_commit(t, -EIO);
+		}
+		if (t->state == TAG_IO)
+			return; /* tag_commit brings us back */
+		refused += t->state == TAG_REFUSED;
+	}
+	/* Requests the driver handed us meanwhile are answered too (EIO), and
+	 * the commits queued must reach the driver before the ring goes. */
+	on_ring(&uq->poll, 0);
+	io_uring_submit(&uq->ring);
+	now = rb_spin_clock_ns();
+	if (now - uq->fail_since_ns < FAIL_WAIT_NS && now - uq->last_req_ns < FAIL_QUIET_NS &&
+	    fail_again_in(uq, uq->last_req_ns + FAIL_QUIET_NS - now))
+		return;
+	if (uq->nr_cmds == 0)
+		rb_err("%s: ublk queue %u: no command left with the driver to cancel; its %u "
+		       "refused request(s) fail only when this process exits",
+		       uq->d->bdev, uq->qid, refused);
+	queue_teardown(uq);
+	ublk_dev_queue_failed(uq->d, uq->qid);
+}
+
+void ublk_queue_stop_task(struct rb_task *task)
+{
+	struct ublk_queue *uq = rb_container_of(task, struct ublk_queue, stop_task);
+
+	queue_teardown(uq);
 	ublk_dev_ack(uq->d);
 }
 
@@ -426,6 +578,10 @@ int ublk_queue_alloc(struct ublk_dev *d, unsigned int qid, struct rb_queue *q, u
 	uq->start_task.fn = ublk_queue_start_task;
 	uq->start_task.owner_only = true; /* its FETCHes make this thread the daemon */
 	uq->stop_task.fn = ublk_queue_stop_task;
+	uq->fail_task.fn = fail_task;
+	uq->fail_task.owner_only = true; /* it submits, then closes the ring */
+	uq->fail_timer_poll.fn = on_fail_timer;
+	uq->fail_timer_fd = -1;
 	for (uint32_t i = 0; i < depth; i++) {
 		uq->tags[i].uq = uq;
 		uq->tags[i].tag = (uint16_t)i;

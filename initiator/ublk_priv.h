@@ -22,6 +22,7 @@ enum ublk_tag_state {
 	TAG_FETCHING, /* FETCH / COMMIT_AND_FETCH with the driver */
 	TAG_WAIT_SLOT, /* request in hand, waiting for a slot */
 	TAG_IO, /* request in hand, rb_io submitted */
+	TAG_REFUSED, /* the driver refused our command twice; request stuck with us */
 	TAG_DONE, /* aborted by the driver, or the queue was torn down */
 };
 
@@ -37,6 +38,8 @@ struct ublk_tag {
 	uint16_t tag;
 	uint8_t state; /* enum ublk_tag_state */
 	uint8_t op; /* UBLK_IO_OP_* of the request in hand */
+	uint8_t cmd; /* UBLK_IO_FETCH_REQ or _COMMIT_AND_FETCH_REQ last sent */
+	bool retried; /* that command was refused once and sent again */
 	uint32_t len; /* its length in bytes */
 	int32_t result; /* what the next COMMIT carries */
 };
@@ -60,6 +63,11 @@ struct ublk_queue {
 	unsigned int nr_cmds; /* URING_CMDs with the driver */
 	unsigned int nr_done; /* tags in TAG_DONE */
 	bool stopped; /* torn down: completions only release slots */
+	bool failed; /* the driver refused a command: drain, then close the ring */
+	struct rb_task fail_task;
+	uint64_t fail_since_ns, last_req_ns; /* failing: since when, last new request */
+	int fail_timer_fd; /* failing: waits for quiet; -1 until needed */
+	struct rb_poll fail_timer_poll;
 	bool logged_dead;
 
 	/* cross-thread: start/stop handshakes with the main thread */
@@ -87,6 +95,7 @@ struct ublk_dev {
 	char cdev[32], bdev[32];
 	int event_fd; /* written when every queue ended on its own */
 	atomic_uint nr_ended;
+	atomic_int failed_qid; /* -1, or the first queue that failed */
 
 	unsigned int nr_queues;
 	struct ublk_queue **queues;
@@ -109,6 +118,8 @@ void ublk_queue_stop_task(struct rb_task *t);
 /* ublk.c */
 void ublk_dev_ack(struct ublk_dev *d);
 void ublk_dev_queue_ended(struct ublk_dev *d);
+/* Reactor thread: queue qid failed and was torn down; stop serving. */
+void ublk_dev_queue_failed(struct ublk_dev *d, unsigned int qid);
 uint32_t ublk_io_op(const struct ublk_dev *d, uint32_t op); /* legacy or encoded */
 
 #endif
