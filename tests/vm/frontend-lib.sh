@@ -157,6 +157,16 @@ fe_stop_target() {
 	TGT_PID=
 }
 
+# fe_fio_erred PID WHAT: fio (under timeout(1)) ended with an error after WHAT ("the device
+# went away"), neither hung until timeout killed it nor finished clean.
+fe_fio_erred() {
+	_rc=0
+	wait "$1" || _rc=$?
+	echo "# fio exited $_rc after $2: $(grep -h -m1 'err=' fio.log | sed 's/^ *//')"
+	[ "$_rc" != 124 ] && [ "$_rc" != 137 ] || fe_fail "fio hung after $2"
+	[ "$_rc" != 0 ] || fe_fail "fio saw no error although $2"
+}
+
 # Processes stuck in D state fail the test (vm_no_dstate in lib.sh samples them).
 fe_check_no_dstate() {
 	vm_no_dstate || fe_fail "processes stuck in D state: $VM_DSTATE"

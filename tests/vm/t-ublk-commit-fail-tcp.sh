@@ -64,10 +64,6 @@ grep -q "STOP_DEV" ini.log && fe_fail "STOP_DEV had trouble (the driver kept a r
 grep -q "deleted" ini.log || fe_fail "the initiator did not delete the device"
 vm_wait_for 5 ublk_gone || fe_fail "$FE_DEV still present after the initiator exited"
 
-rc=0
-wait "$fio_pid" || rc=$?
-echo "# fio exited $rc: $(grep -h -m1 'err=' fio.log | sed 's/^ *//')"
-[ "$rc" != 124 ] && [ "$rc" != 137 ] || fe_fail "fio hung after the device stopped"
-[ "$rc" != 0 ] || fe_fail "fio saw no error although the device stopped under it"
+fe_fio_erred "$fio_pid" "the device stopped"
 fe_check_no_dstate
 exit 0

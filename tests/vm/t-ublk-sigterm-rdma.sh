@@ -25,11 +25,7 @@ fio_pid=$!
 sleep 4
 fe_alive "$fio_pid" || { cat fio.log; fe_fail "fio ended before the SIGTERM"; }
 fe_detach 30
-rc=0
-wait "$fio_pid" || rc=$?
-echo "# fio exited $rc after the detach: $(grep -h -m1 'err=' fio.log | sed 's/^ *//')"
-[ "$rc" != 124 ] && [ "$rc" != 137 ] || fe_fail "fio hung after the device went away"
-[ "$rc" != 0 ] || fe_fail "fio saw no error although the device went away under it"
+fe_fio_erred "$fio_pid" "the device went away"
 fe_check_no_dstate
 
 # (2) mounted
