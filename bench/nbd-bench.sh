@@ -22,6 +22,8 @@
 #   bench/nbd-bench.sh [BUILD_DIR]      (default: build)
 #   RUNTIME=10 SIZE=1G                   per-job seconds, file size
 #   POLL_US=50                           poll-us for ap; 0 leaves ap out
+#   POLL_SIDE=both                       ap polls on both daemons, or only on
+#                                        the target / the initiator
 #   ONLY=qd1                             run only the jobs whose name has this
 #   INLINE_WRITES=yes                    the export's inline-writes (empty:
 #                                        leave the key out, for old builds)
@@ -35,6 +37,12 @@ build=$(cd "$build" && pwd)
 RUNTIME=${RUNTIME:-10}
 SIZE=${SIZE:-1G}
 POLL_US=${POLL_US:-50}
+POLL_SIDE=${POLL_SIDE:-both}
+case $POLL_SIDE in both | target | initiator) ;; *)
+	echo "nbd-bench: POLL_SIDE must be both, target or initiator, not '$POLL_SIDE'" >&2
+	exit 2
+	;;
+esac
 BENCH_NAME=bench
 INLINE_WRITES=${INLINE_WRITES-yes}
 . "$src/bench/host-lib.sh"
@@ -46,7 +54,7 @@ peers=(a)
 start_rdmablk "$build" a 0
 ppids[a]="${pids[-2]} ${pids[-1]}"
 if [ "$POLL_US" != 0 ]; then
-	start_rdmablk "$build" ap "$POLL_US"
+	start_rdmablk "$build" ap "$POLL_US" "$POLL_SIDE"
 	ppids[ap]="${pids[-2]} ${pids[-1]}"
 	peers+=(ap)
 fi
@@ -110,7 +118,7 @@ print("%.0f %.1f %.1f %.1f %.0f %.0f" % (d["iops"], d["bw"] / 1024.0, d["clat_ns
 PY
 }
 
-echo "# peers: ${peers[*]} (ap: poll-us $POLL_US); file on $(df --output=fstype "$W" | tail -1)" \
+echo "# peers: ${peers[*]} (ap: poll-us $POLL_US on $POLL_SIDE); file on $(df --output=fstype "$W" | tail -1)" \
 	"$W; RUNTIME=$RUNTIME SIZE=$SIZE"
 first=1
 for j in "${JOBS[@]}"; do
