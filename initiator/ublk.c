@@ -258,23 +258,27 @@ void ublk_dev_ack(struct ublk_dev *d)
 	pthread_mutex_unlock(&d->lock);
 }
 
-void ublk_dev_queue_failed(struct ublk_dev *d, unsigned int qid)
+/* Wake ublk_serve's loop: the device stops serving on its own. */
+static void dev_event(struct ublk_dev *d)
 {
 	uint64_t one = 1;
+
+	if (write(d->event_fd, &one, sizeof(one)) < 0)
+		rb_err("%s: event: %s", d->bdev, strerror(errno));
+}
+
+void ublk_dev_queue_failed(struct ublk_dev *d, unsigned int qid)
+{
 	int none = -1;
 
-	if (atomic_compare_exchange_strong(&d->failed_qid, &none, (int)qid) &&
-	    write(d->event_fd, &one, sizeof(one)) < 0)
-		rb_err("%s: event: %s", d->bdev, strerror(errno));
+	if (atomic_compare_exchange_strong(&d->failed_qid, &none, (int)qid))
+		dev_event(d);
 }
 
 void ublk_dev_queue_ended(struct ublk_dev *d)
 {
-	uint64_t one = 1;
-
-	if (atomic_fetch_add(&d->nr_ended, 1) + 1 == d->nr_queues &&
-	    write(d->event_fd, &one, sizeof(one)) < 0)
-		rb_err("%s: event: %s", d->bdev, strerror(errno));
+	if (atomic_fetch_add(&d->nr_ended, 1) + 1 == d->nr_queues)
+		dev_event(d);
 }
 
 /* Wait until acks reaches want; false after ACK_TIMEOUT_MS. */

@@ -410,6 +410,13 @@ out_ack:
 	ublk_dev_ack(uq->d);
 }
 
+/* A tag waiting for a slot stops waiting (it holds none). */
+static void tag_cancel_wait(struct ublk_tag *t)
+{
+	rb_queue_slots_cancel(t->uq->q, &t->w);
+	t->slot = NULL;
+}
+
 /*
  * Closing the ring cancels the tags' commands: the driver answers
  * requests we have not taken yet with an error, and fails those we hold
@@ -435,10 +442,8 @@ static void queue_teardown(struct ublk_queue *uq)
 	for (uint32_t i = 0; i < uq->depth; i++) {
 		struct ublk_tag *t = &uq->tags[i];
 
-		if (t->state == TAG_WAIT_SLOT) {
-			rb_queue_slots_cancel(uq->q, &t->w);
-			t->slot = NULL;
-		}
+		if (t->state == TAG_WAIT_SLOT)
+			tag_cancel_wait(t);
 		if (t->state != TAG_IO) {
 			if (t->slot)
 				rb_queue_slots_put(uq->q, 1, &t->slot);
@@ -518,8 +523,7 @@ static void fail_task(struct rb_task *task)
 		struct ublk_tag *t = &uq->tags[i];
 
 		if (t->state == TAG_WAIT_SLOT) {
-			rb_queue_slots_cancel(uq->q, &t->w);
-			t->slot = NULL;
+			tag_cancel_wait(t);
 			tag_commit(t, -EIO);
 		}
 		if (t->state == TAG_IO)
