@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,39 +11,48 @@
 #include "log.h"
 
 static const char *log_prog = "rdmablk";
-static enum rb_log_level log_level = RB_LOG_INFO;
+/* Atomic: a reload may change it while other threads log. */
+static atomic_int log_level = RB_LOG_INFO;
 
 void rb_log_init(const char *progname, enum rb_log_level level)
 {
 	log_prog = progname;
-	log_level = level;
+	atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
 }
 
 void rb_log_set_level(enum rb_log_level level)
 {
-	log_level = level;
+	atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
 }
 
 enum rb_log_level rb_log_get_level(void)
 {
-	return log_level;
+	return (enum rb_log_level)atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
+static const struct {
+	const char *name;
+	enum rb_log_level level;
+} level_names[] = {
+	{ "error", RB_LOG_ERR },
+	{ "warning", RB_LOG_WARN },
+	{ "info", RB_LOG_INFO },
+	{ "debug", RB_LOG_DEBUG },
+};
+
+const char *rb_log_level_name(enum rb_log_level level)
+{
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (level_names[i].level == level)
+			return level_names[i].name;
+	return "?";
 }
 
 int rb_log_parse_level(const char *s, enum rb_log_level *out)
 {
-	static const struct {
-		const char *name;
-		enum rb_log_level level;
-	} names[] = {
-		{ "error", RB_LOG_ERR },
-		{ "warning", RB_LOG_WARN },
-		{ "info", RB_LOG_INFO },
-		{ "debug", RB_LOG_DEBUG },
-	};
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcmp(s, names[i].name) == 0) {
-			*out = names[i].level;
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+		if (strcmp(s, level_names[i].name) == 0) {
+			*out = level_names[i].level;
 			return 0;
 		}
 	}
@@ -54,7 +64,7 @@ void rb_vlog(enum rb_log_level level, const char *fmt, va_list ap)
 	char line[1024];
 	int n, m;
 
-	if (level > log_level)
+	if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed))
 		return;
 	/* "<N>" is the sd-daemon priority prefix journald understands. */
 	n = snprintf(line, sizeof(line), "<%d>%s: ", (int)level, log_prog);

@@ -13,6 +13,7 @@ void rb_log_set_level(enum rb_log_level level);
 enum rb_log_level rb_log_get_level(void);
 /* Parse "error", "warning", "info", "debug"; returns -EINVAL if unknown. */
 int rb_log_parse_level(const char *s, enum rb_log_level *out);
+const char *rb_log_level_name(enum rb_log_level level);
 
 void rb_log(enum rb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rb_vlog(enum rb_log_level level, const char *fmt, va_list ap)
