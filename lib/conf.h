@@ -90,6 +90,10 @@ void rb_target_conf_free(struct rb_target_conf *c);
 int rb_target_conf_load(struct rb_target_conf *c, const char *path, char *errbuf, size_t errlen);
 const struct rb_export_conf *rb_target_conf_export(const struct rb_target_conf *c,
 						   const char *name);
+/* The [target] keys whose values differ between a and b: their names in
+ * keys[0..max), the count returned (may exceed max). */
+int rb_target_conf_diff(const struct rb_target_conf *a, const struct rb_target_conf *b,
+			const char **keys, int max);
 
 void rb_initiator_conf_init(struct rb_initiator_conf *c);
 void rb_initiator_conf_free(struct rb_initiator_conf *c);

@@ -729,6 +729,44 @@ void rb_target_conf_free(struct rb_target_conf *c)
 	rb_target_conf_init(c);
 }
 
+static bool same_listen(const struct rb_target_conf *a, const struct rb_target_conf *b)
+{
+	if (a->nr_listen != b->nr_listen)
+		return false;
+	for (int i = 0; i < a->nr_listen; i++)
+		if (strcmp(a->listen[i].transport, b->listen[i].transport) != 0 ||
+		    strcmp(a->listen[i].ep.host, b->listen[i].ep.host) != 0 ||
+		    a->listen[i].ep.port != b->listen[i].ep.port)
+			return false;
+	return true;
+}
+
+int rb_target_conf_diff(const struct rb_target_conf *a, const struct rb_target_conf *b,
+			const char **keys, int max)
+{
+	int n = 0;
+
+	for (const struct key_desc *k = target_keys; k->name; k++) {
+		const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
+		bool same;
+
+		switch (k->type) {
+		case K_LISTEN: same = same_listen(a, b); break;
+		case K_U32:
+		case K_SIZE: same = *(const uint32_t *)pa == *(const uint32_t *)pb; break;
+		case K_BOOL: same = *(const bool *)pa == *(const bool *)pb; break;
+		case K_STR: same = strcmp(pa, pb) == 0; break;
+		case K_INT:
+		case K_BOOL_INT:
+		case K_LOG_LEVEL: same = *(const int *)pa == *(const int *)pb; break;
+		default: abort(); /* K_HOSTS: export sections only */
+		}
+		if (!same && n++ < max)
+			keys[n - 1] = k->name;
+	}
+	return n;
+}
+
 static int target_finish(struct parse_ctx *ctx)
 {
 	struct rb_target_conf *t = ctx->t;

@@ -710,6 +710,39 @@ static void test_shipped(void)
 	rb_initiator_conf_free(&i);
 }
 
+/* rb_target_conf_diff: what a reload reports as needing a restart. */
+static void test_target_diff(void)
+{
+	struct rb_target_conf a, b;
+	const char *keys[4];
+	int n;
+
+	if (load_target("[target]\nlisten = tcp://127.0.0.1:4520\nthreads = 2\n", &a) < 0 ||
+	    load_target("[target]\nlisten = tcp://127.0.0.1:4520\nthreads = 2\n\n[export x]\n"
+			"path = /dev/null\n",
+			&b) < 0) {
+		ok(0, "diff: configs load");
+		return;
+	}
+	is_int(rb_target_conf_diff(&a, &b, keys, 4), 0, "diff: exports alone are no [target] change");
+	rb_target_conf_free(&b);
+	if (load_target("[target]\nlisten = tcp://127.0.0.1:4521\nthreads = 3\nmax-transfer = 64K\n"
+			"log-level = debug\npoll-us = 50\n",
+			&b) < 0) {
+		ok(0, "diff: second config loads");
+		rb_target_conf_free(&a);
+		return;
+	}
+	n = rb_target_conf_diff(&a, &b, keys, 4);
+	is_int(n, 5, "diff: five [target] keys differ");
+	ok(n >= 4 && strcmp(keys[0], "listen") == 0 && strcmp(keys[1], "threads") == 0 &&
+		   strcmp(keys[2], "max-transfer") == 0 && strcmp(keys[3], "log-level") == 0,
+	   "diff: named in key order, up to max");
+	is_int(rb_target_conf_diff(&b, &b, keys, 4), 0, "diff: a config equals itself");
+	rb_target_conf_free(&a);
+	rb_target_conf_free(&b);
+}
+
 static void rm_tmpdir(void)
 {
 	char path[400];
@@ -735,6 +768,7 @@ int main(void)
 	rb_log_init("test-config", RB_LOG_ERR);
 	test_target_bad();
 	test_target_good();
+	test_target_diff();
 	test_initiator();
 	test_files();
 	test_shipped();
