@@ -100,6 +100,8 @@ void tgt_session_put(struct tgt_session *s)
 			break;
 		}
 	pthread_mutex_unlock(&sessions_lock);
+	if (s->export)
+		tgt_export_put(s->export);
 	free(s);
 }
 
@@ -122,12 +124,30 @@ static uint16_t min16(uint32_t a, uint32_t b)
  * (PREDECESSOR_BUSY) and the host retries: well inside its command timeout. */
 #define PREDECESSOR_WAIT_NS (2000ull * 1000000ull)
 
-static struct tgt_export *find_export(struct tgt_target *t, const char *name)
+/*
+ * The export a CONNECT names, with a reference, if the host may use it.
+ * Looked up again when a CONNECT that waited for its predecessor goes on:
+ * a reload meanwhile may have removed or replaced the export.
+ */
+static enum rb_status connect_export(struct tgt_queue *q, const struct rb_connect_req *cr,
+				     struct tgt_export **out)
 {
-	for (int i = 0; i < t->nr_exports; i++)
-		if (strcmp(t->exports[i].conf->name, name) == 0)
-			return &t->exports[i];
-	return NULL;
+	struct tgt_export *e = tgt_export_get(q->r->t, cr->export_name);
+
+	*out = NULL;
+	if (!e) {
+		rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer, cr->hostid,
+			cr->export_name);
+		return RB_S_UNKNOWN_EXPORT;
+	}
+	if (!host_allowed(&e->conf, cr->hostid)) {
+		rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
+			cr->hostid, cr->export_name);
+		tgt_export_put(e);
+		return RB_S_ACCESS_DENIED;
+	}
+	*out = e;
+	return RB_S_SUCCESS;
 }
 
 /* Granted I/O queues, depth and keep-alive: the host's asks within our limits. */
@@ -149,7 +169,7 @@ static void connect_grant(const struct tgt_target *t, const struct rb_connect_re
  * target restart) is no predecessor.
  */
 static struct tgt_session *session_take_predecessor(uint64_t id, const char *hostid,
-						    const struct tgt_export *e)
+						    const char *export_name)
 {
 	struct tgt_session *s;
 	unsigned int refs;
@@ -158,7 +178,9 @@ static struct tgt_session *session_take_predecessor(uint64_t id, const char *hos
 	for (s = sessions; s; s = s->next)
 		if (s->id == id)
 			break;
-	if (s && (s->export != e || strcmp(s->hostid, hostid) != 0))
+	/* By name: a reload may have replaced the export object meanwhile. */
+	if (s && (!s->export || strcmp(s->export->conf.name, export_name) != 0 ||
+		  strcmp(s->hostid, hostid) != 0))
 		s = NULL;
 	if (s) {
 		/* Not one whose last reference is being dropped right now. */
@@ -183,14 +205,25 @@ static void connect_finish(struct tgt_req *req)
 	struct tgt_target *t = q->r->t;
 	const struct rb_connect_req *cr = req->buf;
 	struct rb_connect_rsp *rsp = (void *)((char *)req->buf + RB_CONNECT_RSP_OFFSET);
-	struct tgt_export *e = cr->export_name[0] ? find_export(t, cr->export_name) : NULL;
+	struct tgt_export *e = NULL;
 	struct tgt_session *s;
+	enum rb_status st;
 	uint16_t nq, depth;
 	uint32_t kato;
 
+	if (cr->export_name[0]) {
+		st = connect_export(q, cr, &e);
+		if (st != RB_S_SUCCESS) {
+			tgt_req_complete(req, st, 0);
+			return;
+		}
+	}
 	connect_grant(t, cr, &nq, &depth, &kato);
+	/* The session takes over the export reference. */
 	s = tgt_session_create(e, cr->hostid, e ? nq : 0, depth, kato);
 	if (!s) {
+		if (e)
+			tgt_export_put(e);
 		tgt_req_complete(req, RB_S_BUSY, 0);
 		return;
 	}
@@ -209,7 +242,7 @@ static void connect_finish(struct tgt_req *req)
 	}
 	rb_info("peer %s host %s: session %016llx %s%s (%u I/O queues, depth %u, kato %u ms)",
 		q->peer, cr->hostid, (unsigned long long)s->id, e ? "export " : "discovery",
-		e ? e->conf->name : "", nq, depth, kato);
+		e ? e->conf.name : "", nq, depth, kato);
 	tgt_req_reply_data(req, RB_CONNECT_RSP_OFFSET, sizeof(*rsp), RB_S_SUCCESS, s->id);
 }
 
@@ -218,9 +251,10 @@ static void admin_connect(struct tgt_req *req)
 	struct tgt_queue *q = req->q;
 	struct tgt_target *t = q->r->t;
 	const struct rb_connect_req *cr = req->buf;
-	struct tgt_export *e = NULL;
+	struct tgt_export *e;
 	struct tgt_session *old;
 	struct rb_validate_err err;
+	bool named; /* an export, not a discovery session */
 	uint64_t old_id = rb_from_le64(cr->replaces);
 	enum rb_status st;
 	uint16_t nq, depth;
@@ -239,23 +273,18 @@ static void admin_connect(struct tgt_req *req)
 		return;
 	}
 	/* An empty export name asks for a discovery session (LIST_EXPORTS only). */
-	if (cr->export_name[0]) {
-		e = find_export(t, cr->export_name);
-		if (!e) {
-			rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer,
-				cr->hostid, cr->export_name);
-			tgt_req_complete(req, RB_S_UNKNOWN_EXPORT, 0);
+	named = cr->export_name[0] != '\0';
+	if (named) {
+		/* Refused here before any wait; connect_finish takes its own. */
+		st = connect_export(q, cr, &e);
+		if (st != RB_S_SUCCESS) {
+			tgt_req_complete(req, st, 0);
 			return;
 		}
-		if (!host_allowed(e->conf, cr->hostid)) {
-			rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
-				cr->hostid, cr->export_name);
-			tgt_req_complete(req, RB_S_ACCESS_DENIED, 0);
-			return;
-		}
+		tgt_export_put(e);
 	}
 	connect_grant(t, cr, &nq, &depth, &kato);
-	if (e && (nq == 0 || depth == 0)) {
+	if (named && (nq == 0 || depth == 0)) {
 		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
 		return;
 	}
@@ -265,7 +294,7 @@ static void admin_connect(struct tgt_req *req)
 	 * re-issued copy and a later write to the same blocks, so the new
 	 * session starts only once the old one's commands have all finished.
 	 */
-	old = old_id && e ? session_take_predecessor(old_id, cr->hostid, e) : NULL;
+	old = old_id && named ? session_take_predecessor(old_id, cr->hostid, cr->export_name) : NULL;
 	if (old && atomic_load(&old->refs) > 1) {
 		rb_info("peer %s host %s: CONNECT replaces session %016llx, which still has "
 			"commands in flight: waiting for them",
@@ -331,37 +360,48 @@ void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns)
 	}
 }
 
+struct list_ctx {
+	const char *hostid;
+	struct rb_export_entry *ent;
+	uint32_t cap, n, total;
+};
+
+static void list_one(const struct tgt_export *e, void *arg)
+{
+	struct list_ctx *l = arg;
+	struct rb_export_entry *ent = &l->ent[l->n];
+
+	/* Hosts see only what they may connect to. */
+	if (!host_allowed(&e->conf, l->hostid))
+		return;
+	l->total++;
+	if (l->n == l->cap)
+		return;
+	memset(ent, 0, sizeof(*ent));
+	ent->size = rb_le64(e->size);
+	ent->block_size = rb_le32(e->block_size);
+	ent->export_flags = rb_le32(e->flags);
+	snprintf(ent->name, sizeof(ent->name), "%s", e->conf.name);
+	l->n++;
+}
+
 static void admin_list(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
-	struct tgt_target *t = q->r->t;
-	uint32_t cap = rb_from_le32(req->cmd.length) / sizeof(struct rb_export_entry);
-	struct rb_export_entry *ent = req->buf;
-	uint32_t n = 0, total = 0;
+	struct list_ctx l = {
+		.ent = req->buf,
+		.cap = rb_from_le32(req->cmd.length) / sizeof(struct rb_export_entry),
+	};
 
 	if (!q->session) {
 		tgt_req_complete(req, RB_S_INVALID_QUEUE, 0);
 		return;
 	}
-	for (int i = 0; i < t->nr_exports; i++) {
-		const struct tgt_export *e = &t->exports[i];
-
-		/* Hosts see only what they may connect to. */
-		if (!host_allowed(e->conf, q->session->hostid))
-			continue;
-		total++;
-		if (n == cap)
-			continue;
-		memset(&ent[n], 0, sizeof(ent[n]));
-		ent[n].size = rb_le64(e->size);
-		ent[n].block_size = rb_le32(e->block_size);
-		ent[n].export_flags = rb_le32(e->flags);
-		snprintf(ent[n].name, sizeof(ent[n].name), "%s", e->conf->name);
-		n++;
-	}
+	l.hostid = q->session->hostid;
+	tgt_exports_foreach(q->r->t, list_one, &l);
 	/* result: entries written (low 32 bits), entries visible (high 32). */
-	tgt_req_reply_data(req, 0, n * (uint32_t)sizeof(*ent), RB_S_SUCCESS,
-			   (uint64_t)total << 32 | n);
+	tgt_req_reply_data(req, 0, l.n * (uint32_t)sizeof(*l.ent), RB_S_SUCCESS,
+			   (uint64_t)l.total << 32 | l.n);
 }
 
 void tgt_admin_execute(struct tgt_req *req)

@@ -181,7 +181,7 @@ int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uin
 	int ret;
 
 	memset(e, 0, sizeof(*e));
-	e->conf = conf;
+	e->conf = *conf;
 	e->handle = handle;
 	e->direct = conf->direct;
 	e->fd = open_backing(conf, e->direct);
@@ -198,8 +198,11 @@ int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uin
 	}
 	if (fstat(e->fd, &st) < 0) {
 		ret = -errno;
+		rb_err("export %s: cannot stat %s: %s", conf->name, conf->path, strerror(-ret));
 		goto out_close;
 	}
+	e->dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+	e->ino = S_ISBLK(st.st_mode) ? 0 : st.st_ino;
 	if (S_ISREG(st.st_mode)) {
 		e->ops = &tgt_backend_file;
 	} else if (S_ISBLK(st.st_mode)) {
@@ -226,16 +229,20 @@ int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uin
 			"accessible",
 			conf->name, (unsigned long long)e->size, e->block_size);
 	e->size -= e->size % e->block_size;
-	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s", conf->name, conf->path,
-		e->ops->name, (unsigned long long)e->size, e->block_size,
-		conf->read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
-		e->inline_writes ? ", inline writes" : "");
 	return 0;
 
 out_close:
 	close(e->fd);
 	e->fd = -1;
 	return ret;
+}
+
+void tgt_export_log(const struct tgt_export *e)
+{
+	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s", e->conf.name, e->conf.path,
+		e->ops->name, (unsigned long long)e->size, e->block_size,
+		e->conf.read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
+		e->inline_writes ? ", inline writes" : "");
 }
 
 void tgt_export_close(struct tgt_export *e)
@@ -251,7 +258,7 @@ void tgt_export_dump_stats(const struct tgt_export *e)
 
 	rb_info("export %s stats: reads=%llu writes=%llu flushes=%llu fua_writes=%llu "
 		"discards=%llu write_zeroes=%llu errors=%llu inline_writes=%llu",
-		e->conf->name, (unsigned long long)atomic_load(&s->reads),
+		e->conf.name, (unsigned long long)atomic_load(&s->reads),
 		(unsigned long long)atomic_load(&s->writes),
 		(unsigned long long)atomic_load(&s->flushes),
 		(unsigned long long)atomic_load(&s->fua_writes),

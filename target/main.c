@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checked.h"
@@ -154,39 +155,31 @@ static void close_listeners(struct tgt_target *t, struct listener *ls)
 			ls[i].ops->listener_close(ls[i].l);
 }
 
-static int open_exports(struct tgt_target *t)
+static void dump_one(const struct tgt_export *e, void *arg)
 {
-	t->exports = calloc((size_t)t->conf.nr_exports, sizeof(*t->exports));
-	if (!t->exports)
-		return -ENOMEM;
-	for (int i = 0; i < t->conf.nr_exports; i++) {
-		int ret = tgt_export_open(&t->exports[i], &t->conf.exports[i], (uint32_t)i + 1);
-
-		if (ret) {
-			while (i--)
-				tgt_export_close(&t->exports[i]);
-			free(t->exports);
-			t->exports = NULL;
-			return ret;
-		}
-		t->nr_exports++;
-	}
-	return 0;
+	(void)arg;
+	tgt_export_dump_stats(e);
 }
 
-static void close_exports(struct tgt_target *t)
+static void notify_ready(struct tgt_target *t)
 {
-	for (int i = 0; i < t->nr_exports; i++) {
-		tgt_export_dump_stats(&t->exports[i]);
-		tgt_export_close(&t->exports[i]);
-	}
-	free(t->exports);
+	int n = tgt_exports_count(t);
+
+	sd_notifyf(0, "READY=1\nSTATUS=serving %d export(s) on %d listener(s)", n,
+		   t->conf.nr_listen);
 }
 
-static void dump_stats(const struct tgt_target *t)
+/* SIGHUP: re-read the configuration, telling systemd while it happens. */
+static void reload(struct tgt_target *t, const char *config, bool keep_log_level)
 {
-	for (int i = 0; i < t->nr_exports; i++)
-		tgt_export_dump_stats(&t->exports[i]);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+		   (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+	rb_info("SIGHUP: reloading %s", config);
+	tgt_reload(t, config, keep_log_level);
+	notify_ready(t);
 }
 
 /* Once a second: let each listener's transport notice removed devices. */
@@ -220,7 +213,8 @@ static void resume_listeners(struct tgt_target *t, struct listener *ls, int epfd
 }
 
 /* The main thread's loop: accept connections until SIGTERM/SIGINT. */
-static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd)
+static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd,
+		 const char *config, bool keep_log_level)
 {
 	struct epoll_event evs[8];
 	unsigned int rr = 0;
@@ -245,7 +239,11 @@ static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd)
 			if (read(sfd, &si, sizeof(si)) != sizeof(si))
 				continue;
 			if (si.ssi_signo == SIGUSR1) {
-				dump_stats(t);
+				tgt_exports_foreach(t, dump_one, NULL);
+				continue;
+			}
+			if (si.ssi_signo == SIGHUP) {
+				reload(t, config, keep_log_level);
 				continue;
 			}
 			rb_info("signal %d: draining in-flight I/O and stopping", si.ssi_signo);
@@ -317,11 +315,11 @@ int main(int argc, char **argv)
 	}
 	if (t.conf.nr_exports == 0)
 		rb_warn("%s: no [export NAME] sections: nothing to serve", config);
-	if (open_exports(&t) < 0)
+	if (tgt_exports_open(&t, &t.conf) < 0)
 		return 1;
 	if (check) {
 		printf("%s: configuration OK, %d export(s)\n", config, t.nr_exports);
-		close_exports(&t);
+		tgt_exports_close(&t);
 		return 0;
 	}
 	warn_memlock();
@@ -330,6 +328,7 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGUSR1);
+	sigaddset(&mask, SIGHUP);
 	/* Block before threads start so only the signalfd sees them. */
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -358,10 +357,9 @@ int main(int argc, char **argv)
 		ret = -EIO;
 		goto out_stop;
 	}
-	sd_notifyf(0, "READY=1\nSTATUS=serving %d export(s) on %d listener(s)", t.nr_exports,
-		   t.conf.nr_listen);
+	notify_ready(&t);
 	rb_info("ready: %d export(s), %d reactor(s)", t.nr_exports, t.nr_reactors);
-	ret = serve(&t, sfd, ls, epfd);
+	ret = serve(&t, sfd, ls, epfd, config, level != NULL);
 	sd_notify(0, "STOPPING=1");
 
 out_stop:
@@ -372,7 +370,7 @@ out_stop:
 	for (int i = 0; i < started; i++)
 		tgt_reactor_join(&t.reactors[i]);
 	free(t.reactors);
-	close_exports(&t);
+	tgt_exports_close(&t);
 	rb_target_conf_free(&t.conf);
 	close(epfd);
 	close(sfd);

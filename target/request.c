@@ -260,7 +260,7 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 	if (res == -EOPNOTSUPP && c->opcode == RB_OP_WRITE_ZEROES &&
 	    !atomic_exchange(&e->zero_range_unsupported, true)) {
 		rb_warn("export %s: no FALLOC_FL_ZERO_RANGE; using PUNCH_HOLE for write-zeroes",
-			e->conf->name);
+			e->conf.name);
 		req->state = REQ_READY_TO_EXECUTE;
 		tgt_req_process(req);
 		return;
@@ -277,7 +277,7 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 	req->state = REQ_EXECUTED;
 	if (res < 0) {
 		rb_err("export %s: %s offset %llu length %u (peer %s, queue %u): %s",
-		       e->conf->name, rb_opcode_name(c->opcode),
+		       e->conf.name, rb_opcode_name(c->opcode),
 		       (unsigned long long)rb_from_le64(c->offset), len, q->peer, q->qid,
 		       strerror(-res));
 		req->status = rb_errno_status(res);
@@ -286,7 +286,7 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 	} else if ((c->opcode == RB_OP_READ || c->opcode == RB_OP_WRITE) &&
 		   (uint32_t)res != len) {
 		/* Short transfer inside a validated range: the backing store shrank. */
-		rb_err("export %s: short %s at %llu: %d of %u bytes", e->conf->name,
+		rb_err("export %s: short %s at %llu: %d of %u bytes", e->conf.name,
 		       rb_opcode_name(c->opcode), (unsigned long long)rb_from_le64(c->offset),
 		       res, len);
 		req->status = RB_S_IO_ERROR;

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "bufpool.h"
 #include "conf.h"
@@ -26,14 +27,17 @@ struct tgt_export_stats {
 };
 
 struct tgt_export {
-	const struct rb_export_conf *conf;
+	struct rb_export_conf conf; /* a copy: the loaded config is freed on reload */
 	const struct tgt_backend_ops *ops;
+	atomic_uint refs; /* the export table's and one per session */
 	int fd;
+	dev_t dev; /* backing store identity: a reload that finds another */
+	ino_t ino; /* file or device at the path replaces the export */
 	uint64_t size;
 	uint32_t block_size;
 	uint32_t phys_block_size;
 	uint32_t flags; /* RB_EXP_* */
-	uint32_t handle; /* index + 1 */
+	uint32_t handle; /* non-zero, new for every export opened */
 	bool direct; /* O_DIRECT in effect */
 	bool inline_writes; /* buffered and conf->inline_writes: see tgt_export_write_inline */
 	uint32_t page_size;
@@ -65,6 +69,7 @@ extern const struct tgt_backend_ops tgt_backend_blockdev;
 
 int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle);
 void tgt_export_close(struct tgt_export *e);
+void tgt_export_log(const struct tgt_export *e);
 bool tgt_export_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
 void tgt_export_dump_stats(const struct tgt_export *e);
 
@@ -223,13 +228,34 @@ struct tgt_reactor {
 };
 
 struct tgt_target {
-	struct rb_target_conf conf;
-	struct tgt_export *exports;
+	struct rb_target_conf conf; /* [target] as started; its exports are not used */
+	/* The export table: reactors look names up (CONNECT, LIST_EXPORTS)
+	 * under the lock; only the main thread replaces it (reload). */
+	pthread_mutex_t exports_lock;
+	struct tgt_export **exports;
 	int nr_exports;
+	uint32_t next_handle;
 	struct tgt_reactor *reactors;
 	int nr_reactors;
 	atomic_bool draining;
 };
+
+/* exports.c: the export table.  A session holds a reference to its export,
+ * so an export a reload removes or replaces serves its sessions until the
+ * last one ends. */
+int tgt_exports_open(struct tgt_target *t, const struct rb_target_conf *c);
+void tgt_exports_close(struct tgt_target *t);
+/* The export called name with a reference, or NULL. */
+struct tgt_export *tgt_export_get(struct tgt_target *t, const char *name);
+void tgt_export_put(struct tgt_export *e);
+/* fn on every export in the table, under its lock (keep it short). */
+void tgt_exports_foreach(struct tgt_target *t, void (*fn)(const struct tgt_export *e, void *arg),
+			 void *arg);
+int tgt_exports_count(struct tgt_target *t);
+/* Re-read path: new exports, removed ones, changed ones (conf or backing
+ * store); [target] keys take effect at restart, except log-level.  All or
+ * nothing: on any error the running exports stay.  0 or -errno, logged. */
+int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level);
 
 /* reactor.c */
 int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id);

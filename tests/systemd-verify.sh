@@ -35,6 +35,9 @@ sysconfdir=$(sed -n 's|^ExecStart=[^ ]* --config \(.*\)/rdmablk/target.conf$|\1|
 [ -n "$sysconfdir" ] || fail "rdmablk-target.service: cannot find --config FILE"
 check_unit rdmablk-target.service "$target_bin" \
 	"--config $sysconfdir/rdmablk/target.conf"
+# systemctl reload: the target re-reads its exports on SIGHUP (e2e-reload).
+grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$top_builddir/systemd/rdmablk-target.service" ||
+	fail "rdmablk-target.service: no ExecReload sending SIGHUP"
 check_unit rdmablk-initiator@.service "$initiator_bin" \
 	"--config $sysconfdir/rdmablk/initiator.conf --attach %i"
 

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The export table and configuration reload (SIGHUP).
+ *
+ * The table is an array of referenced exports.  Reactors look names up
+ * only on the control path (CONNECT, LIST_EXPORTS) and take the table's
+ * lock to do so; the I/O path reaches its export through its session,
+ * which holds a reference.  A reload builds a whole new table and swaps
+ * it in: an export whose configuration and backing store are unchanged is
+ * carried over as it is, anything else is opened anew, and what the new
+ * table no longer holds lives on for the sessions still using it (as
+ * nbd-server does; no host loses a connection to a reload).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "log.h"
+#include "target.h"
+
+static struct tgt_export *export_new(struct tgt_target *t, const struct rb_export_conf *c)
+{
+	struct tgt_export *e = malloc(sizeof(*e));
+	int ret;
+
+	if (!e) {
+		rb_err("export %s: out of memory", c->name);
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = tgt_export_open(e, c, ++t->next_handle);
+	if (ret < 0) {
+		free(e);
+		errno = -ret;
+		return NULL;
+	}
+	atomic_init(&e->refs, 1); /* the table's */
+	return e;
+}
+
+/* An export opened but never in the table: nothing to report. */
+static void export_discard(struct tgt_export *e)
+{
+	tgt_export_close(e);
+	free(e);
+}
+
+void tgt_export_put(struct tgt_export *e)
+{
+	if (atomic_fetch_sub(&e->refs, 1) != 1)
+		return;
+	tgt_export_dump_stats(e);
+	tgt_export_close(e);
+	free(e);
+}
+
+/* Drop the table's references to n exports, then the array. */
+static void put_all(struct tgt_export **v, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i])
+			tgt_export_put(v[i]);
+	free(v);
+}
+
+/* A new table for c: every export opened, or NULL and -errno in *err. */
+static struct tgt_export **table_open(struct tgt_target *t, const struct rb_target_conf *c,
+				      int *err)
+{
+	struct tgt_export **v = calloc((size_t)c->nr_exports + 1, sizeof(*v));
+
+	if (!v) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	for (int i = 0; i < c->nr_exports; i++) {
+		v[i] = export_new(t, &c->exports[i]);
+		if (!v[i]) {
+			*err = -errno;
+			while (i--)
+				export_discard(v[i]);
+			free(v);
+			return NULL;
+		}
+	}
+	return v;
+}
+
+int tgt_exports_open(struct tgt_target *t, const struct rb_target_conf *c)
+{
+	int ret = 0;
+
+	pthread_mutex_init(&t->exports_lock, NULL);
+	t->exports = table_open(t, c, &ret);
+	if (!t->exports)
+		return ret;
+	t->nr_exports = c->nr_exports;
+	for (int i = 0; i < t->nr_exports; i++)
+		tgt_export_log(t->exports[i]);
+	return 0;
+}
+
+void tgt_exports_close(struct tgt_target *t)
+{
+	put_all(t->exports, t->nr_exports);
+	t->exports = NULL;
+	t->nr_exports = 0;
+	pthread_mutex_destroy(&t->exports_lock);
+}
+
+struct tgt_export *tgt_export_get(struct tgt_target *t, const char *name)
+{
+	struct tgt_export *e = NULL;
+
+	pthread_mutex_lock(&t->exports_lock);
+	for (int i = 0; i < t->nr_exports; i++)
+		if (strcmp(t->exports[i]->conf.name, name) == 0) {
+			e = t->exports[i];
+			atomic_fetch_add(&e->refs, 1);
+			break;
+		}
+	pthread_mutex_unlock(&t->exports_lock);
+	return e;
+}
+
+void tgt_exports_foreach(struct tgt_target *t, void (*fn)(const struct tgt_export *e, void *arg),
+			 void *arg)
+{
+	pthread_mutex_lock(&t->exports_lock);
+	for (int i = 0; i < t->nr_exports; i++)
+		fn(t->exports[i], arg);
+	pthread_mutex_unlock(&t->exports_lock);
+}
+
+int tgt_exports_count(struct tgt_target *t)
+{
+	int n;
+
+	pthread_mutex_lock(&t->exports_lock);
+	n = t->nr_exports;
+	pthread_mutex_unlock(&t->exports_lock);
+	return n;
+}
+
+/* ---- reload ------------------------------------------------------------------ */
+
+static bool same_hosts(const struct rb_export_conf *a, const struct rb_export_conf *b)
+{
+	if (a->nr_allowed != b->nr_allowed)
+		return false;
+	for (int i = 0; i < a->nr_allowed; i++)
+		if (strcmp(a->allowed[i], b->allowed[i]) != 0)
+			return false;
+	return true;
+}
+
+/* Would a host see any difference between the two?  Then new sessions get
+ * the new one. */
+static bool same_export(const struct tgt_export *a, const struct tgt_export *b)
+{
+	return strcmp(a->conf.path, b->conf.path) == 0 && a->conf.read_only == b->conf.read_only &&
+	       a->conf.direct == b->conf.direct && a->conf.inline_writes == b->conf.inline_writes &&
+	       same_hosts(&a->conf, &b->conf) && a->dev == b->dev && a->ino == b->ino &&
+	       a->ops == b->ops && a->size == b->size && a->block_size == b->block_size &&
+	       a->phys_block_size == b->phys_block_size && a->flags == b->flags &&
+	       a->direct == b->direct;
+}
+
+static struct tgt_export *find_in(struct tgt_export **v, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] && strcmp(v[i]->conf.name, name) == 0)
+			return v[i];
+	return NULL;
+}
+
+/* Sessions still on an export the table let go of (the table's reference
+ * is dropped right after). */
+static unsigned int sessions_on(const struct tgt_export *e)
+{
+	return atomic_load(&e->refs) - 1;
+}
+
+/* [target] keys cannot change under running reactors and listeners. */
+static void warn_target_keys(struct tgt_target *t, const struct rb_target_conf *nc,
+			     const char *path, bool keep_log_level)
+{
+	const char *keys[32];
+	int n = rb_target_conf_diff(&t->conf, nc, keys, (int)RB_ARRAY_SIZE(keys));
+
+	for (int i = 0; i < n && i < (int)RB_ARRAY_SIZE(keys); i++) {
+		if (strcmp(keys[i], "log-level") == 0) {
+			t->conf.log_level = nc->log_level;
+			if (keep_log_level) {
+				rb_info("reload: %s: log-level changed; --log-level keeps the "
+					"running one",
+					path);
+				continue;
+			}
+			rb_log_set_level((enum rb_log_level)nc->log_level);
+			rb_info("reload: %s: log-level is now %s", path,
+				rb_log_level_name((enum rb_log_level)nc->log_level));
+			continue;
+		}
+		rb_warn("reload: %s: [target] %s changed; it takes effect when the target "
+			"restarts",
+			path, keys[i]);
+	}
+}
+
+int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level)
+{
+	struct rb_target_conf nc;
+	struct tgt_export **fresh, **old;
+	char errbuf[512];
+	int ret = 0, nr_old, added = 0, changed = 0, removed = 0;
+
+	rb_target_conf_init(&nc);
+	ret = rb_target_conf_load(&nc, path, errbuf, sizeof(errbuf));
+	if (ret < 0) {
+		rb_err("reload: %s; keeping the running configuration", errbuf);
+		return ret;
+	}
+	fresh = table_open(t, &nc, &ret);
+	if (!fresh) {
+		rb_err("reload: %s: an export cannot be opened (above); keeping the running "
+		       "configuration",
+		       path);
+		rb_target_conf_free(&nc);
+		return ret;
+	}
+	warn_target_keys(t, &nc, path, keep_log_level);
+	/* Unchanged exports stay the very same object: their sessions and
+	 * counters go on, and the copy just opened is dropped. */
+	for (int i = 0; i < nc.nr_exports; i++) {
+		struct tgt_export *cur = find_in(t->exports, t->nr_exports, fresh[i]->conf.name);
+
+		if (cur && same_export(cur, fresh[i])) {
+			export_discard(fresh[i]);
+			atomic_fetch_add(&cur->refs, 1);
+			fresh[i] = cur;
+		} else if (cur) {
+			changed++;
+			rb_info("reload: export %s changed; new sessions use:", cur->conf.name);
+			tgt_export_log(fresh[i]);
+		} else {
+			added++;
+			rb_info("reload: export %s added:", fresh[i]->conf.name);
+			tgt_export_log(fresh[i]);
+		}
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	old = t->exports;
+	nr_old = t->nr_exports;
+	t->exports = fresh;
+	t->nr_exports = nc.nr_exports;
+	pthread_mutex_unlock(&t->exports_lock);
+
+	for (int i = 0; i < nr_old; i++) {
+		struct tgt_export *e = old[i];
+		struct tgt_export *now = find_in(fresh, nc.nr_exports, e->conf.name);
+
+		if (now == e)
+			continue;
+		if (!now) {
+			removed++;
+			rb_info("reload: export %s removed; %u session(s) keep it until they end",
+				e->conf.name, sessions_on(e));
+		} else if (sessions_on(e)) {
+			rb_info("reload: export %s: %u session(s) keep the previous settings until "
+				"they end",
+				e->conf.name, sessions_on(e));
+		}
+	}
+	put_all(old, nr_old);
+	rb_info("reload: %s: %d export(s): %d added, %d changed, %d removed", path, nc.nr_exports,
+		added, changed, removed);
+	rb_target_conf_free(&nc);
+	return 0;
+}
