@@ -128,6 +128,36 @@ ops "$(nbd_uri c1 c)" size:4194304 read:0:4096:c1 || fail "c: the old session lo
 reload
 grep -q "reload: .*: 2 export(s): 0 added, 0 changed, 0 removed" "$T/target.log" ||
 	fail "an unchanged reload changed something"
+# 8. Reloads in quick succession, d coming and going, while b's and c's hosts
+#    keep writing and reading: no I/O error, and the last file is served.
+cp "$T/target.conf" "$T/base.conf"
+truncate -s 1M "$T/d.img"
+printf '\n[export d]\npath = %s\n' "$T/d.img" >"$T/d.part"
+(
+	for i in $(seq 1 ${STRESS_ROUNDS:-40}); do
+		# odd rounds add d, even rounds (the last one too) take it away
+		if [ $((i % 2)) = 1 ]; then cat "$T/base.conf" "$T/d.part"; else cat "$T/base.conf"; fi >"$T/new.conf"
+		mv "$T/new.conf" "$T/target.conf"
+		kill -HUP "$tpid"
+		sleep 0.02
+	done
+) &
+hup=$!
+io_rounds=0
+while kill -0 "$hup" 2>/dev/null; do
+	ops "$(nbd_uri b1 b)" write:0:4096:$((io_rounds % 200 + 16)) read:0:4096:$((io_rounds % 200 + 16)) ||
+		fail "b: I/O failed during reloads (round $io_rounds)"
+	ops "$(nbd_uri c2 c)" read:0:4096:00 || fail "c: I/O failed during reloads"
+	io_rounds=$((io_rounds + 1))
+done
+wait "$hup"
+# Signals that arrive together count once; the file the last one finds is
+# what must be served.
+lists() { [ "$(listed)" = "$1" ]; }
+wait_until 10 lists "b c " || fail "after the reloads, --list shows: $(cat "$T/list.out")"
+note "$io_rounds I/O rounds during ${STRESS_ROUNDS:-40} reloads"
+pid_alive "$T/target.pid" || fail "target died during reloads"
+
 for i in b1 b2 c1 c2; do stop_pidfile "$T/$i.pid"; done
 stop_and_status "$T/target.pid"
 [ "$stop_rc" -eq 0 ] || fail "target exit status $stop_rc"
