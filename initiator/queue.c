@@ -417,6 +417,40 @@ void ini_queue_fail(struct rb_queue *q, const char *why)
 
 /* ---- submission ---------------------------------------------------------- */
 
+/* The slot now carries this chunk of io, unanswered. */
+static void slot_take_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
+			  uint32_t len, uint64_t deadline)
+{
+	sl->io = io;
+	sl->opcode = io->opcode;
+	sl->flags = io->flags;
+	sl->offset = off;
+	sl->length = len;
+	sl->deadline_ms = deadline;
+	sl->timed_out = false;
+	sl->resp_pending = true;
+	q->nr_inflight++;
+}
+
+/*
+ * The queue died and its session is reconnecting: the command stays in its
+ * slot as if it had been sent and lost, so the reconnect re-issues it (or
+ * the give-up fails it) with the rest.  A frontend that holds its slots
+ * across requests (ublk) submits between the loss and the parking of the
+ * reactors, when rb_queue_slots_get would have made it wait.
+ */
+static void park_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
+		     uint32_t len, uint64_t deadline)
+{
+	assert(!sl->send_pending && !sl->answered && !sl->resp_pending);
+	slot_take_cmd(q, sl, io, off, len, deadline);
+}
+
+static bool recovering(const struct rb_queue *q)
+{
+	return atomic_load(&q->s->recovering);
+}
+
 static int post_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
 		    uint32_t len, uint64_t deadline)
 {
@@ -452,16 +486,8 @@ static int post_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, ui
 		c->sgl.type = RB_SGL_NONE;
 	}
 
-	sl->io = io;
-	sl->opcode = op;
-	sl->flags = io->flags;
-	sl->offset = off;
-	sl->length = len;
-	sl->deadline_ms = deadline;
-	sl->timed_out = false;
+	slot_take_cmd(q, sl, io, off, len, deadline);
 	sl->send_pending = true;
-	sl->resp_pending = true;
-	q->nr_inflight++;
 	q->wr_outstanding++;
 	ret = q->ops->post_send(q->conn, &sl->send_cqe, sg, nsge);
 	if (ret) {
@@ -480,7 +506,7 @@ int rb_queue_submit(struct rb_queue *q, struct rb_io *io)
 	uint64_t deadline;
 	char why[96];
 
-	if (q->dead)
+	if (q->dead && !recovering(q))
 		return -EIO;
 	n = rb_queue_slots_for(q, io->opcode, io->length);
 	if (!io->done || !io->slots || io->nr_slots != n)
@@ -502,11 +528,15 @@ int rb_queue_submit(struct rb_queue *q, struct rb_io *io)
 			len = io->length - done < q->buf_size ? (uint32_t)(io->length - done) :
 								 q->buf_size;
 		}
-		ret = post_cmd(q, io->slots[i], io, off, len, deadline);
-		if (ret) {
+		ret = q->dead ? -ENOTCONN : post_cmd(q, io->slots[i], io, off, len, deadline);
+		if (ret && !q->dead) {
 			snprintf(why, sizeof(why), "post %s: %s", rb_opcode_name(io->opcode),
 				 strerror(-ret));
 			ini_queue_fail(q, why);
+		}
+		if (ret && recovering(q)) {
+			park_cmd(q, io->slots[i], io, off, len, deadline);
+		} else if (ret) {
 			io->err = -EIO;
 			io->pending -= n - i;
 			break;

@@ -7,7 +7,8 @@
  * its own SEND's completion (a frontend that reuses its slot at once must
  * not post a second SEND for it), the same on a queue that dies before the
  * SEND completes, a late answer to a timed-out command, and an answered
- * command whose SEND never completes.
+ * command whose SEND never completes, and a command submitted to a dead
+ * queue whose session reconnects.
  */
 #include "config.h"
 
@@ -440,6 +441,63 @@ static void test_send_never_completes(void)
 	close_queue(&q);
 }
 
+/*
+ * A queue dies and its session reconnects (ctrl-loss-tmo): a frontend that
+ * already holds its slot, like a ublk tag, submits before the reactors are
+ * parked.  The command must wait for the reconnect like those in flight and
+ * be re-issued by it, not fail with EIO; if the reconnect is given up, it
+ * fails then.
+ */
+static void submit_on_dead_queue(struct rb_queue *q, struct tag *t)
+{
+	is_int(open_queue(q, 2), 0, "depth-2 queue connects");
+	is_int(rb_queue_slots_get(q, 1, &t->slot), 0, "the tag gets a slot");
+	atomic_store(&sess.recovering, true);
+	ini_queue_fail(q, "test: link lost");
+	run_deferred();
+	ok(q->dead && queue_deaths == 1, "the queue died; the session recovers");
+	is_int(tag_go(t), 0, "a WRITE submitted now is accepted");
+	is_int(T.nsends, 0, "and not posted on the dead connection");
+	run_deferred();
+	is_int(t->done, 0, "it waits for the reconnect");
+}
+
+static void test_submit_while_recovering(void)
+{
+	struct ini_queue_cfg cfg = { .qid = 1, .depth = 2, .buf_size = 65536, .incapsule = 8192,
+				     .handle = 1 };
+	struct rb_queue q;
+	struct tag t = { .q = &q };
+	uint16_t cid;
+
+	submit_on_dead_queue(&q, &t);
+	cid = t.slot->cid;
+	/* The recovery: the old connection flushes and goes, a new one comes. */
+	flush_recvs();
+	ok(ini_queue_release_transport(&q), "the old connection is released");
+	is_int(ini_queue_reconnect(&q, &cfg), 0, "the queue reconnects");
+	atomic_store(&sess.recovering, false);
+	is_int(T.nsends, 1, "the reconnect re-issues the WRITE");
+	ok(T.nsends == 1 && T.caps[0].opcode == RB_OP_WRITE && rb_from_le16(T.caps[0].cid) == cid,
+	   "as it was submitted");
+	answer(cid, RB_S_SUCCESS);
+	complete_send(RB_WC_SUCCESS);
+	is_int(t.done, 1, "it completes");
+	is_int(t.err, 0, "without error");
+	rb_queue_slots_put(&q, 1, &t.slot);
+	close_queue(&q);
+
+	t = (struct tag){ .q = &q };
+	submit_on_dead_queue(&q, &t);
+	atomic_store(&sess.recovering, false); /* given up (ctrl-loss-tmo passed) */
+	ini_queue_fail_inflight(&q);
+	is_int(t.done, 1, "given up: the waiting WRITE completes");
+	is_int(t.err, -EIO, "with EIO");
+	rb_queue_slots_put(&q, 1, &t.slot);
+	flush_recvs();
+	close_queue(&q);
+}
+
 int main(void)
 {
 	rb_log_init("test-ini-queue", RB_LOG_WARN);
@@ -448,5 +506,6 @@ int main(void)
 	test_answer_then_flush();
 	test_late_answer();
 	test_send_never_completes();
+	test_submit_while_recovering();
 	return tap_done();
 }
