@@ -6,7 +6,7 @@
 # initiator connects through rxe1, so every command and every RDMA READ and
 # WRITE crosses the veth.  Integrity (nbdcopy, fio verify), read-only,
 # ACL, malformed capsules from a raw host, target killed, SIGTERM, a full
-# file system under a thin export.
+# file system under a thin export, exports reloaded under I/O.
 # vm-timeout: 600
 . "$(dirname "$0")/lib.sh"
 
