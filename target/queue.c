@@ -27,7 +27,10 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 		if (wc->status != RB_WC_FLUSH_ERR)
 			rb_err("queue %u (peer %s, qp %u): receive failed: status %d", q->qid,
 			       q->peer, q->qpn, wc->status);
-		tgt_queue_fail(q, "receive error");
+		/* A host that sent DISCONNECT may close as soon as it has the
+		 * answer, before our own close: that is no error. */
+		tgt_queue_fail(q, q->disconnect_requested ? "host sent DISCONNECT" :
+							    "receive error");
 		tgt_queue_maybe_destroy(q);
 		return;
 	}
