@@ -534,13 +534,13 @@ int rb_queue_submit(struct rb_queue *q, struct rb_io *io)
 				 strerror(-ret));
 			ini_queue_fail(q, why);
 		}
-		if (ret && recovering(q)) {
-			park_cmd(q, io->slots[i], io, off, len, deadline);
-		} else if (ret) {
+		if (ret && !recovering(q)) {
 			io->err = -EIO;
 			io->pending -= n - i;
 			break;
 		}
+		if (ret)
+			park_cmd(q, io->slots[i], io, off, len, deadline);
 		posted++;
 	}
 	io->pending--;

@@ -17,7 +17,7 @@ static atomic_int log_level = RB_LOG_INFO;
 void rb_log_init(const char *progname, enum rb_log_level level)
 {
 	log_prog = progname;
-	atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
+	rb_log_set_level(level);
 }
 
 void rb_log_set_level(enum rb_log_level level)

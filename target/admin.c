@@ -198,26 +198,18 @@ static struct tgt_session *session_take_predecessor(uint64_t id, const char *hos
 	return s;
 }
 
-/* Creates the session and answers a CONNECT admin_connect validated. */
-static void connect_finish(struct tgt_req *req)
+/* Creates the session and answers a CONNECT admin_connect validated; takes
+ * over the reference to e (NULL: a discovery session). */
+static void connect_finish(struct tgt_req *req, struct tgt_export *e)
 {
 	struct tgt_queue *q = req->q;
 	struct tgt_target *t = q->r->t;
 	const struct rb_connect_req *cr = req->buf;
 	struct rb_connect_rsp *rsp = (void *)((char *)req->buf + RB_CONNECT_RSP_OFFSET);
-	struct tgt_export *e = NULL;
 	struct tgt_session *s;
-	enum rb_status st;
 	uint16_t nq, depth;
 	uint32_t kato;
 
-	if (cr->export_name[0]) {
-		st = connect_export(q, cr, &e);
-		if (st != RB_S_SUCCESS) {
-			tgt_req_complete(req, st, 0);
-			return;
-		}
-	}
 	connect_grant(t, cr, &nq, &depth, &kato);
 	/* The session takes over the export reference. */
 	s = tgt_session_create(e, cr->hostid, e ? nq : 0, depth, kato);
@@ -246,15 +238,32 @@ static void connect_finish(struct tgt_req *req)
 	tgt_req_reply_data(req, RB_CONNECT_RSP_OFFSET, sizeof(*rsp), RB_S_SUCCESS, s->id);
 }
 
+/* A CONNECT that waited for its predecessor goes on: a reload meanwhile may
+ * have removed or replaced its export, so it is looked up again. */
+static void connect_resume(struct tgt_req *req)
+{
+	const struct rb_connect_req *cr = req->buf;
+	struct tgt_export *e = NULL;
+	enum rb_status st;
+
+	if (cr->export_name[0]) {
+		st = connect_export(req->q, cr, &e);
+		if (st != RB_S_SUCCESS) {
+			tgt_req_complete(req, st, 0);
+			return;
+		}
+	}
+	connect_finish(req, e);
+}
+
 static void admin_connect(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
 	struct tgt_target *t = q->r->t;
 	const struct rb_connect_req *cr = req->buf;
-	struct tgt_export *e;
+	struct tgt_export *e = NULL; /* NULL: a discovery session */
 	struct tgt_session *old;
 	struct rb_validate_err err;
-	bool named; /* an export, not a discovery session */
 	uint64_t old_id = rb_from_le64(cr->replaces);
 	enum rb_status st;
 	uint16_t nq, depth;
@@ -273,18 +282,16 @@ static void admin_connect(struct tgt_req *req)
 		return;
 	}
 	/* An empty export name asks for a discovery session (LIST_EXPORTS only). */
-	named = cr->export_name[0] != '\0';
-	if (named) {
-		/* Refused here before any wait; connect_finish takes its own. */
+	if (cr->export_name[0]) {
 		st = connect_export(q, cr, &e);
 		if (st != RB_S_SUCCESS) {
 			tgt_req_complete(req, st, 0);
 			return;
 		}
-		tgt_export_put(e);
 	}
 	connect_grant(t, cr, &nq, &depth, &kato);
-	if (named && (nq == 0 || depth == 0)) {
+	if (e && (nq == 0 || depth == 0)) {
+		tgt_export_put(e);
 		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
 		return;
 	}
@@ -294,8 +301,9 @@ static void admin_connect(struct tgt_req *req)
 	 * re-issued copy and a later write to the same blocks, so the new
 	 * session starts only once the old one's commands have all finished.
 	 */
-	old = old_id && named ? session_take_predecessor(old_id, cr->hostid, cr->export_name) : NULL;
+	old = old_id && e ? session_take_predecessor(old_id, cr->hostid, cr->export_name) : NULL;
 	if (old && atomic_load(&old->refs) > 1) {
+		tgt_export_put(e); /* connect_resume looks it up again */
 		rb_info("peer %s host %s: CONNECT replaces session %016llx, which still has "
 			"commands in flight: waiting for them",
 			q->peer, cr->hostid, (unsigned long long)old_id);
@@ -311,7 +319,7 @@ static void admin_connect(struct tgt_req *req)
 			(unsigned long long)old_id);
 		tgt_session_put(old);
 	}
-	connect_finish(req);
+	connect_finish(req, e);
 }
 
 void tgt_admin_release_replacing(struct tgt_queue *q)
@@ -349,7 +357,7 @@ void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns)
 			rb_info("peer %s host %s: session %016llx, replaced, has finished its "
 				"commands",
 				q->peer, cr->hostid, old_id);
-			connect_finish(req);
+			connect_resume(req);
 		} else {
 			rb_warn("peer %s host %s: session %016llx, which the CONNECT replaces, "
 				"still has commands in flight after %llu ms: refused, the host "

@@ -15,7 +15,6 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "checked.h"
@@ -172,11 +171,7 @@ static void notify_ready(struct tgt_target *t)
 /* SIGHUP: re-read the configuration, telling systemd while it happens. */
 static void reload(struct tgt_target *t, const char *config, bool keep_log_level)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
-		   (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)tgt_now_ns() / 1000);
 	rb_info("SIGHUP: reloading %s", config);
 	tgt_reload(t, config, keep_log_level);
 	notify_ready(t);
