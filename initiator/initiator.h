@@ -87,6 +87,7 @@ struct rb_reactor {
 	int timer_fd;
 	uint32_t tick_ms;
 	struct rb_spin spin; /* busy-poll / poll-us */
+	unsigned int arrivals; /* responses received this round, for spin */
 	atomic_bool stop;
 
 	const struct rb_transport_ops *ops;

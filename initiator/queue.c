@@ -251,6 +251,7 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 		fail_wc(q, "receive", wc);
 		return;
 	}
+	q->r->arrivals++;
 	/*
 	 * A response that arrived before the connection died is still an
 	 * answer (a flushed SEND can be polled first): use it, but only

@@ -412,7 +412,7 @@ static void *reactor_main(void *arg)
 	settle(r, true);
 	while (!atomic_load(&r->stop)) {
 		/* settle() is bounded: do not sleep on work it left queued. */
-		bool now = rb_spin_polling(&r->spin) || r->defer_head ||
+		bool now = rb_spin_wait_polls(&r->spin) || r->defer_head ||
 			   (r->cq && r->ops->cq_prepare_wait(r->cq, reactor_quiet(r)) > 0);
 		int n = epoll_wait(r->epfd, evs, EV_BATCH, now ? 0 : -1);
 
@@ -444,7 +444,8 @@ static void *reactor_main(void *arg)
 			r->ops->cq_cork(r->cq, false);
 		if (r->domain_lost)
 			release_lost_domain(r);
-		rb_spin_note(&r->spin, n > 0);
+		rb_spin_note(&r->spin, n > 0, r->arrivals);
+		r->arrivals = 0;
 	}
 	return NULL;
 }

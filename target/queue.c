@@ -38,6 +38,7 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 		tgt_queue_maybe_destroy(q);
 		return;
 	}
+	q->r->arrivals++;
 	tgt_req_start(q, rv, wc->byte_len);
 }
 

@@ -349,7 +349,7 @@ static void reactor_loop(struct tgt_reactor *r)
 		bool quiet;
 
 		/* Draining, or a CONNECT waiting for its predecessor: look every 10 ms. */
-		if (rb_spin_polling(&r->spin))
+		if (rb_spin_wait_polls(&r->spin))
 			timeout = 0;
 		else if (stop_seen || r->nr_replacing)
 			timeout = 10;
@@ -416,7 +416,8 @@ static void reactor_loop(struct tgt_reactor *r)
 			/* Let in-flight commands finish, then close (bounded). */
 			tgt_queue_drain(r, tgt_now_ns() > drain_deadline);
 		}
-		rb_spin_note(&r->spin, n > 0 || work > 0);
+		rb_spin_note(&r->spin, n > 0 || work > 0, r->arrivals);
+		r->arrivals = 0;
 	}
 }
 

@@ -221,6 +221,7 @@ struct tgt_reactor {
 	struct tgt_conn_msg *inbox;
 	atomic_bool stopping;
 	struct rb_spin spin; /* busy-poll / poll-us */
+	unsigned int arrivals; /* capsules received this round, for spin */
 	uint64_t tick; /* timer ticks (1 s) since start */
 	/* A request waited over a tick for the host's acknowledgement: do not
 	 * wait quietly (tcp asks for its lazy acks), see on_timer. */
