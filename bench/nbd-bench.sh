@@ -87,7 +87,9 @@ run_fio() { # run_fio PEER rw bs qd -> "iops bw_MiBs lat_us cpu_us_per_io steal%
 	case $peer in a | ap) exp=bench ;; esac
 	# Every peer starts with the whole file cached: hosts that reclaim cold
 	# page cache proactively (DAMON) would otherwise make whichever peer
-	# runs first after a pause read from the disk.
+	# runs first after a pause read from the disk.  And with none of it
+	# dirty: the writeback of one peer's randwrite would slow the next.
+	sync "$W/disk.img"
 	cat "$W/disk.img" >/dev/null
 	python3 - "$W/fio.json" "$RUNTIME" ${ppids[$peer]} -- fio --name=b --ioengine=nbd \
 		--uri="nbd+unix:///$exp?socket=$W/$peer.sock" --rw="$rw" --bs="$bs" --iodepth="$qd" \
