@@ -100,6 +100,6 @@ void rb_transport_opts_init(struct rb_transport_opts *o)
 	o->retry_count = -1;
 	o->rnr_retry = -1;
 	o->busy_poll = 0;
-	o->poll_us = 0;
+	o->poll_us = RB_POLL_US_DEFAULT;
 	o->connect_timeout_ms = 5000;
 }

@@ -116,6 +116,7 @@ struct rb_transport_opts {
 	int rnr_retry; /* rdma: 0..7, -1 = default */
 	int busy_poll; /* reactor spins instead of waiting */
 	int poll_us; /* reactor polls this long after work before sleeping */
+#define RB_POLL_US_DEFAULT 50 /* at low depth only: lib/spin.h */
 	int connect_timeout_ms;
 };
 

@@ -282,7 +282,7 @@ static void test_target_good(void)
 	is_int(c.log_level, RB_LOG_INFO, "default log level");
 	is_int(c.topts.tos, d.topts.tos, "default tos");
 	is_int(c.topts.busy_poll, 0, "default busy-poll");
-	is_int(c.topts.poll_us, 0, "default poll-us");
+	is_int(c.topts.poll_us, RB_POLL_US_DEFAULT, "default poll-us");
 	is_int(c.topts.connect_timeout_ms, d.topts.connect_timeout_ms, "default connect-timeout");
 	is_int(c.nr_exports, 0, "no exports");
 	rb_target_conf_free(&c);
@@ -727,7 +727,7 @@ static void test_target_diff(void)
 	is_int(rb_target_conf_diff(&a, &b, keys, 4), 0, "diff: exports alone are no [target] change");
 	rb_target_conf_free(&b);
 	if (load_target("[target]\nlisten = tcp://127.0.0.1:4521\nthreads = 3\nmax-transfer = 64K\n"
-			"log-level = debug\npoll-us = 50\n",
+			"log-level = debug\npoll-us = 0\n",
 			&b) < 0) {
 		ok(0, "diff: second config loads");
 		rb_target_conf_free(&a);
