@@ -45,19 +45,20 @@ wait_for() { # wait_for SECONDS TEST-ARGS...
 # start_rdmablk BUILD NAME POLL_US [SIDE]: target + initiator of BUILD over tcp
 # loopback, exporting $W/disk.img as "bench" on the Unix socket $W/NAME.sock;
 # their pids are appended to pids[] (the target's, then the initiator's).
-# POLL_US goes to both daemons, or with SIDE target / initiator to that one only.
+# POLL_US goes to both daemons, or with SIDE target / initiator to that one
+# only; empty leaves poll-us at its default.
 start_rdmablk() {
 	local b=$1 name=$2 poll=$3 side=${4:-both} port tpoll ipoll
 	tpoll=$poll ipoll=$poll
-	[ "$side" != initiator ] || tpoll=0
-	[ "$side" != target ] || ipoll=0
+	[ "$side" != initiator ] || tpoll=
+	[ "$side" != target ] || ipoll=
 	port=$(free_port)
 	cat >"$W/$name-target.conf" <<CONF
 [target]
 listen = tcp://127.0.0.1:$port
 threads = 1
 log-level = warning
-poll-us = $tpoll
+${tpoll:+poll-us = $tpoll}
 ${TARGET_CONF:-}
 [export bench]
 path = $W/disk.img
@@ -69,7 +70,7 @@ CONF
 	pids+=($!)
 	sleep 0.5
 	"$b/initiator/rdmablk-initiator" "tcp://127.0.0.1:$port/bench" --queues 1 \
-		--poll-us "$ipoll" --nbd-socket "$W/$name.sock" --log-level warning \
+		${ipoll:+--poll-us "$ipoll"} --nbd-socket "$W/$name.sock" --log-level warning \
 		${INITIATOR_OPTS:-} >"$W/$name-initiator.log" 2>&1 &
 	pids+=($!)
 	wait_for 20 -S "$W/$name.sock"

@@ -2,8 +2,9 @@
 # Side-by-side benchmark through fio's nbd engine, all peers in the same run
 # on the same backing file:
 #   a   rdmablk: fio -> initiator (NBD, Unix socket) -> tcp loopback -> target,
-#       defaults (event driven: every hop sleeps when it has nothing to do)
-#   ap  the same with hybrid polling, poll-us = POLL_US on both daemons
+#       defaults (hybrid polling at low depth, poll-us 50)
+#   ap  the same with poll-us = POLL_US (default 0: event driven, every hop
+#       sleeps when it has nothing to do)
 #   b   nbdkit nbd plugin (Unix socket) -> TCP loopback -> nbdkit file plugin
 #   c   nbdkit file plugin directly (Unix socket)
 # The file lives on BENCH_DIR (default /var/tmp) and is read through the page
@@ -21,9 +22,10 @@
 # per I/O over a's (ap's): above 1, rdmablk needs less CPU for each I/O.
 #   bench/nbd-bench.sh [BUILD_DIR]      (default: build)
 #   RUNTIME=10 SIZE=1G                   per-job seconds, file size
-#   POLL_US=50                           poll-us for ap; 0 leaves ap out
-#   POLL_SIDE=both                       ap polls on both daemons, or only on
-#                                        the target / the initiator
+#   POLL_US=0                            poll-us for ap; "off" leaves ap out
+#   POLL_SIDE=both                       ap's poll-us on both daemons, or only
+#                                        on the target / the initiator (the
+#                                        other keeps its default)
 #   ONLY=qd1                             run only the jobs whose name has this
 #   INLINE_WRITES=yes                    the export's inline-writes (empty:
 #                                        leave the key out, for old builds)
@@ -36,7 +38,7 @@ build=${1:-$src/build}
 build=$(cd "$build" && pwd)
 RUNTIME=${RUNTIME:-10}
 SIZE=${SIZE:-1G}
-POLL_US=${POLL_US:-50}
+POLL_US=${POLL_US:-0}
 POLL_SIDE=${POLL_SIDE:-both}
 case $POLL_SIDE in both | target | initiator) ;; *)
 	echo "nbd-bench: POLL_SIDE must be both, target or initiator, not '$POLL_SIDE'" >&2
@@ -51,9 +53,9 @@ bench_setup
 
 declare -A ppids # peer -> pids of its daemons
 peers=(a)
-start_rdmablk "$build" a 0
+start_rdmablk "$build" a ""
 ppids[a]="${pids[-2]} ${pids[-1]}"
-if [ "$POLL_US" != 0 ]; then
+if [ "$POLL_US" != off ]; then
 	start_rdmablk "$build" ap "$POLL_US" "$POLL_SIDE"
 	ppids[ap]="${pids[-2]} ${pids[-1]}"
 	peers+=(ap)

@@ -11,7 +11,8 @@
 #   t     rdmablk-initiator tcp://...  --nbd-device auto  -> /dev/nbdN
 #   u     rdmablk-initiator rdma://... --ublk             -> /dev/ublkbN
 #   rp up r and u again, against a second rdmablk-target, both daemons with poll-us = POLL_US
-#         (hybrid polling; POLL_US=0 leaves these two out)
+#         (r and u run with the default, hybrid polling at low depth; POLL_US=off leaves
+#         these two out)
 # A frontend the initiator does not offer (probed with --help) gets an "n/a" row; one that is
 # offered and fails fails the run.
 # All devices are attached first and stay attached (the idle ones only exchange keep-alives);
@@ -37,7 +38,7 @@ RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-3}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
-POLL_US=${POLL_US:-50}
+POLL_US=${POLL_US:-0}
 BACKING=${BACKING:-brd}
 MTU=${MTU:-1500}
 SIZE_MB=1024
@@ -363,7 +364,7 @@ attach_kernel
 rb_na=
 has_transport rdma || rb_na="not built: no rdma transport"
 start_target TGT_PID target "rdma://$TGT_ADDR:$RB_RDMA_PORT, tcp://$TGT_ADDR:$RB_TCP_PORT"
-if [ "$POLL_US" -gt 0 ] && [ -z "$rb_na" ]; then
+if [ "$POLL_US" != off ] && [ -z "$rb_na" ]; then
 	start_target TGTP_PID target-p "rdma://$TGT_ADDR:$RB_POLL_PORT" "poll-us = $POLL_US"
 fi
 if ! has --nbd-device; then

@@ -10,7 +10,8 @@
 #   ROUNDS=3                           times each job runs on each device (the table shows
 #                                      medians, the ratios are medians of same-round ratios)
 #   QUEUES=2 DEPTH=128                 I/O queues and depth, for nvme connect and rdmablk
-#   POLL_US=50                         poll-us of the "poll" columns' daemons (0: no such columns)
+#   POLL_US=0                          poll-us of the "poll-us" columns' daemons (the others
+#                                      run with the default; off: no such columns)
 #   BACKING=brd                        brd: a RAM block device; tmpfs: a file on a guest tmpfs
 #   MTU=1500                           the veth pair's MTU; 9000 gives RoCE MTU 4096 (jumbo)
 #   RDMABLK_VM_MEM=3072                guest MiB (the backing file lives in guest RAM)
@@ -36,7 +37,7 @@ RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-3}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
-POLL_US=${POLL_US:-50}
+POLL_US=${POLL_US:-0}
 BACKING=${BACKING:-brd}
 MTU=${MTU:-1500}
 case $MTU in
@@ -72,11 +73,12 @@ if [ $rc != 0 ] || [ ! -s "$res/vm-bench.tsv" ]; then
 fi
 
 rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')
-python3 - "$res" "$load0" "$load1" "$elapsed" "$rev" <<'PY' | tee "$res/vm-bench.table"
+python3 - "$res" "$load0" "$load1" "$elapsed" "$rev" "$POLL_US" <<'PY' | tee "$res/vm-bench.table"
 import sys, datetime
-res, load0, load1, elapsed, rev = sys.argv[1:6]
+res, load0, load1, elapsed, rev, poll = sys.argv[1:7]
 cfgs = [("k", "kernel nvme-rdma"), ("r", "rdmablk nbd/rdma"), ("t", "rdmablk nbd/tcp"),
-        ("u", "rdmablk ublk/rdma"), ("rp", "nbd/rdma poll-us"), ("up", "ublk/rdma poll-us")]
+        ("u", "rdmablk ublk/rdma"), ("rp", "nbd/rdma poll-us " + poll),
+        ("up", "ublk/rdma poll-us " + poll)]
 jobs = ["4k-randread-qd32", "4k-randwrite-qd32", "128k-seqread-qd8", "4k-randread-qd1"]
 cells, na, rounds = {}, {}, {}
 for line in open(res + "/vm-bench.tsv"):
@@ -95,7 +97,7 @@ def median(xs):
 # A cell: the median of its rounds, field by field.
 for k, by in rounds.items():
     cells[k] = tuple(median([v[i] for v in by.values()]) for i in range(3))
-# Only the columns this run has (the poll ones are left out with POLL_US=0).
+# Only the columns this run has (the poll ones are left out with POLL_US=off).
 cfgs = [(c, n) for c, n in cfgs if c in na or any(k[0] == c for k in cells)]
 
 def big(job):
