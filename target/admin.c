@@ -125,29 +125,38 @@ static uint16_t min16(uint32_t a, uint32_t b)
 #define PREDECESSOR_WAIT_NS (2000ull * 1000000ull)
 
 /*
- * The export a CONNECT names, with a reference, if the host may use it.
- * Looked up again when a CONNECT that waited for its predecessor goes on:
- * a reload meanwhile may have removed or replaced the export.
+ * The export a CONNECT names, with a reference, if the host may use it; NULL
+ * for an empty name (a discovery session: LIST_EXPORTS only).  False when the
+ * CONNECT was refused (and answered).  Looked up again when a CONNECT that
+ * waited for its predecessor goes on: a reload meanwhile may have removed or
+ * replaced the export.
  */
-static enum rb_status connect_export(struct tgt_queue *q, const struct rb_connect_req *cr,
-				     struct tgt_export **out)
+static bool connect_export(struct tgt_req *req, struct tgt_export **out)
 {
-	struct tgt_export *e = tgt_export_get(q->r->t, cr->export_name);
+	struct tgt_queue *q = req->q;
+	const struct rb_connect_req *cr = req->buf;
+	struct tgt_export *e;
+	enum rb_status st;
 
 	*out = NULL;
+	if (!cr->export_name[0])
+		return true;
+	e = tgt_export_get(q->r->t, cr->export_name);
 	if (!e) {
 		rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer, cr->hostid,
 			cr->export_name);
-		return RB_S_UNKNOWN_EXPORT;
-	}
-	if (!host_allowed(&e->conf, cr->hostid)) {
+		st = RB_S_UNKNOWN_EXPORT;
+	} else if (!host_allowed(&e->conf, cr->hostid)) {
 		rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
 			cr->hostid, cr->export_name);
 		tgt_export_put(e);
-		return RB_S_ACCESS_DENIED;
+		st = RB_S_ACCESS_DENIED;
+	} else {
+		*out = e;
+		return true;
 	}
-	*out = e;
-	return RB_S_SUCCESS;
+	tgt_req_complete(req, st, 0);
+	return false;
 }
 
 /* Granted I/O queues, depth and keep-alive: the host's asks within our limits. */
@@ -242,18 +251,10 @@ static void connect_finish(struct tgt_req *req, struct tgt_export *e)
  * have removed or replaced its export, so it is looked up again. */
 static void connect_resume(struct tgt_req *req)
 {
-	const struct rb_connect_req *cr = req->buf;
-	struct tgt_export *e = NULL;
-	enum rb_status st;
+	struct tgt_export *e;
 
-	if (cr->export_name[0]) {
-		st = connect_export(req->q, cr, &e);
-		if (st != RB_S_SUCCESS) {
-			tgt_req_complete(req, st, 0);
-			return;
-		}
-	}
-	connect_finish(req, e);
+	if (connect_export(req, &e))
+		connect_finish(req, e);
 }
 
 static void admin_connect(struct tgt_req *req)
@@ -261,7 +262,7 @@ static void admin_connect(struct tgt_req *req)
 	struct tgt_queue *q = req->q;
 	struct tgt_target *t = q->r->t;
 	const struct rb_connect_req *cr = req->buf;
-	struct tgt_export *e = NULL; /* NULL: a discovery session */
+	struct tgt_export *e; /* NULL: a discovery session */
 	struct tgt_session *old;
 	struct rb_validate_err err;
 	uint64_t old_id = rb_from_le64(cr->replaces);
@@ -281,14 +282,8 @@ static void admin_connect(struct tgt_req *req)
 		tgt_req_complete(req, st, 0);
 		return;
 	}
-	/* An empty export name asks for a discovery session (LIST_EXPORTS only). */
-	if (cr->export_name[0]) {
-		st = connect_export(q, cr, &e);
-		if (st != RB_S_SUCCESS) {
-			tgt_req_complete(req, st, 0);
-			return;
-		}
-	}
+	if (!connect_export(req, &e))
+		return;
 	connect_grant(t, cr, &nq, &depth, &kato);
 	if (e && (nq == 0 || depth == 0)) {
 		tgt_export_put(e);
