@@ -12,8 +12,9 @@
  * works in smaller batches too (bench/README: a target polling at QD32 lost
  * a third).  So the reactor reports its arrivals, and polling starts only
  * after RB_SPIN_SAMPLES wake-ups from sleep in a row found at most
- * RB_SPIN_BATCH new requests; any round that finds more stops it.  Polling shrinks the batches it sees, so after RB_SPIN_STREAK_NS
- * of polling the reactor sleeps once to take a fresh sample.
+ * RB_SPIN_BATCH new requests; any round that finds more stops it.  Polling
+ * shrinks the batches it sees, so after RB_SPIN_STREAK_NS of polling the
+ * reactor sleeps once to take a fresh sample.
  */
 #ifndef RDMABLK_SPIN_H
 #define RDMABLK_SPIN_H
