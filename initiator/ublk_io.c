@@ -34,6 +34,7 @@
 #include "log.h"
 #include "spin.h"
 #include "ublk_priv.h"
+#include "uring.h"
 #include "wire.h"
 
 static void tag_commit(struct ublk_tag *t, int32_t result);
@@ -358,7 +359,7 @@ void ublk_queue_start_task(struct rb_task *task)
 	int ret;
 
 	what = "io_uring_queue_init";
-	ret = io_uring_queue_init(uq->depth, &uq->ring, 0);
+	ret = rb_uring_init(uq->depth, &uq->ring, 0);
 	if (ret)
 		goto out_fail;
 	uq->ring_ok = true;

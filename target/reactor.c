@@ -19,6 +19,7 @@
 #include "checked.h"
 #include "log.h"
 #include "target.h"
+#include "uring.h"
 
 #define RING_ENTRIES 256
 #define WC_BATCH 32
@@ -437,7 +438,7 @@ static int setup_ring(struct tgt_reactor *r)
 	};
 	int ret;
 
-	ret = io_uring_queue_init(RING_ENTRIES, &r->ring, 0);
+	ret = rb_uring_init(RING_ENTRIES, &r->ring, 0);
 	if (ret < 0) {
 		rb_err("reactor %d: io_uring_queue_init: %s", r->id, strerror(-ret));
 		return ret;
