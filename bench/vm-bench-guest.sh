@@ -12,7 +12,9 @@
 #   u     rdmablk-initiator rdma://... --ublk             -> /dev/ublkbN
 #   rp up r and u again, against a second rdmablk-target, both daemons with poll-us = POLL_US
 #         (r and u run with the default, hybrid polling at low depth; POLL_US=off leaves
-#         these two out)
+#         these two out); with BASE_BUILD (a second build tree) they run that build's
+#         daemons instead, with poll-us = POLL_US only when POLL_US is set: an A/B of two
+#         builds in one boot
 # A frontend the initiator does not offer (probed with --help) gets an "n/a" row; one that is
 # offered and fails fails the run.
 # All devices are attached first and stay attached (the idle ones only exchange keep-alives);
@@ -24,8 +26,8 @@
 # LAT_US ROUND, or CFG - n/a REASON), vm-bench.info (settings, load); the host half prints the
 # table.
 # Environment (from vm-bench.env in the results share): RUNTIME, RAMP (seconds), ROUNDS, QUEUES,
-# DEPTH, POLL_US, BACKING (brd: a RAM block device, the default; tmpfs: a file on a guest tmpfs),
-# MTU (of the veth pair; rxe's RoCE MTU follows: 1024 at 1500, 4096 at 9000).
+# DEPTH, POLL_US, BASE_BUILD, BACKING (brd: a RAM block device, the default; tmpfs: a file on a
+# guest tmpfs), MTU (of the veth pair; rxe's RoCE MTU follows: 1024 at 1500, 4096 at 9000).
 # vm-timeout: 1500
 . "$top_srcdir/tests/vm/lib.sh"
 
@@ -38,12 +40,20 @@ RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-3}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
-POLL_US=${POLL_US:-0}
+POLL_US=${POLL_US-0}
 BACKING=${BACKING:-brd}
 MTU=${MTU:-1500}
 SIZE_MB=1024
 TGT_BIN=$top_builddir/target/rdmablk-target
 INI_BIN=$top_builddir/initiator/rdmablk-initiator
+BASE_BUILD=${BASE_BUILD:-}
+# The second pair of columns: another build (BASE_BUILD), or this one with poll-us = POLL_US.
+if [ -n "$BASE_BUILD" ]; then
+	TGTP_BIN=$BASE_BUILD/target/rdmablk-target INIP_BIN=$BASE_BUILD/initiator/rdmablk-initiator
+	POLL_US=${POLL_US:-}
+else
+	TGTP_BIN=$TGT_BIN INIP_BIN=$INI_BIN
+fi
 NQN=nqn.2026-12.org.rdmablk:vm-bench
 NVMET=/sys/kernel/config/nvmet
 RB_RDMA_PORT=4520
@@ -215,8 +225,10 @@ nvme_ctrl() {
 
 # ---- rdmablk ---------------------------------------------------------------------------------
 
-# start_target PIDVAR LOG LISTEN [EXTRA-TARGET-LINE]: an rdmablk-target exporting the file.
+# start_target BIN PIDVAR LOG LISTEN [EXTRA-TARGET-LINE]: rdmablk-target BIN exporting the file.
 start_target() {
+	bin=$1
+	shift
 	{
 		echo "[target]"
 		echo "listen = $3"
@@ -226,20 +238,21 @@ start_target() {
 		echo "path = $DISK"
 		echo "direct = $RB_DIRECT"
 	} >"$2.conf"
-	"$TGT_BIN" --config "$2.conf" >"$2.log" 2>&1 &
+	"$bin" --config "$2.conf" >"$2.log" 2>&1 &
 	eval "$1=$!"
 	vm_wait_for 30 grep -q "ready:" "$2.log" || vm_fail "rdmablk-target ($2) did not become ready"
-	info "rdmablk-target ($2): threads 2, direct=$RB_DIRECT, ${4:-other settings default}" \
+	info "$bin ($2): threads 2, direct=$RB_DIRECT, ${4:-other settings default}" \
 		"($(grep -h 'listening on\|ready:' "$2.log" | sed 's/.*: //' | tr '\n' ' '))"
 }
 
-# attach_rdmablk CFG URI FLAG...: attach with FLAG (e.g. --nbd-device auto); sets DEV_CFG and
-# PID_CFG.
+# attach_rdmablk BIN CFG URI FLAG...: attach with rdmablk-initiator BIN and FLAG (e.g.
+# --nbd-device auto); sets DEV_CFG and PID_CFG.
 attach_rdmablk() {
-	cfg=$1
-	uri=$2
-	shift 2
-	"$INI_BIN" "$uri" "$@" --queues "$QUEUES" --queue-depth "$DEPTH" --log-level warning \
+	bin=$1
+	cfg=$2
+	uri=$3
+	shift 3
+	"$bin" "$uri" "$@" --queues "$QUEUES" --queue-depth "$DEPTH" --log-level warning \
 		>"ini-$cfg.out" 2>"ini-$cfg.log" &
 	pid=$!
 	eval "PID_$cfg=$pid"
@@ -255,7 +268,7 @@ attach_rdmablk() {
 	vm_wait_for 10 test -b "$dev" || vm_fail "$cfg: $dev is no block device"
 	eval "DEV_$cfg=$dev"
 	name=${dev#/dev/}
-	info "$cfg: rdmablk-initiator $uri $* --queues $QUEUES --queue-depth $DEPTH -> $dev," \
+	info "$cfg: $bin $uri $* --queues $QUEUES --queue-depth $DEPTH -> $dev," \
 		"$(ls "/sys/block/$name/mq" 2>/dev/null | wc -l) hw queues," \
 		"nr_requests $(cat "/sys/block/$name/queue/nr_requests")," \
 		"max_sectors_kb $(cat "/sys/block/$name/queue/max_sectors_kb")"
@@ -288,7 +301,7 @@ cpu_report() {
 	hz=$(getconf CLK_TCK)
 	out="target $(awk -v a="$CPU_T0" -v b="$(cpu_ticks "$TGT_PID")" -v hz="$hz" -v s="$2" \
 		'BEGIN { printf "%.1f", (b - a) / hz }') s"
-	[ -n "$TGTP_PID" ] && out="$out, poll target $(awk -v a="$CPU_TP0" \
+	[ -n "$TGTP_PID" ] && out="$out, second target $(awk -v a="$CPU_TP0" \
 		-v b="$(cpu_ticks "$TGTP_PID")" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz }') s"
 	for c in $CFGS; do
 		[ "$c" = k ] && continue
@@ -308,6 +321,8 @@ has_transport() { "$INI_BIN" --version | grep -qw "$1"; }
 vm_requires fio nvme python3 rdma ip
 [ -x "$TGT_BIN" ] || vm_fail "$TGT_BIN not built"
 [ -x "$INI_BIN" ] || vm_fail "$INI_BIN not built"
+[ -x "$TGTP_BIN" ] || vm_fail "$TGTP_BIN not built"
+[ -x "$INIP_BIN" ] || vm_fail "$INIP_BIN not built"
 rm -f "$TSV" "$INFO"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -315,6 +330,7 @@ trap 'exit 130' INT TERM
 info "guest: kernel $(uname -r), $(nproc) vCPUs (qemu TCG)," \
 	"$(($(sed -n 's/MemTotal: *\([0-9]*\).*/\1/p' /proc/meminfo) / 1024)) MiB," \
 	"fio $(fio --version), $(nvme version | head -n 1), $("$INI_BIN" --version)"
+[ -z "$BASE_BUILD" ] || info "base build $BASE_BUILD: $("$INIP_BIN" --version)"
 info "fio: ioengine=io_uring direct=1 time_based runtime=${RUNTIME}s ramp_time=${RAMP}s" \
 	"size=${SIZE_MB}M norandommap, one job each; lat = mean total latency (submit+complete);" \
 	"all devices attached throughout, each job on each device in turn, order rotated per job;" \
@@ -363,9 +379,11 @@ fi
 attach_kernel
 rb_na=
 has_transport rdma || rb_na="not built: no rdma transport"
-start_target TGT_PID target "rdma://$TGT_ADDR:$RB_RDMA_PORT, tcp://$TGT_ADDR:$RB_TCP_PORT"
+start_target "$TGT_BIN" TGT_PID target \
+	"rdma://$TGT_ADDR:$RB_RDMA_PORT, tcp://$TGT_ADDR:$RB_TCP_PORT"
 if [ "$POLL_US" != off ] && [ -z "$rb_na" ]; then
-	start_target TGTP_PID target-p "rdma://$TGT_ADDR:$RB_POLL_PORT" "poll-us = $POLL_US"
+	start_target "$TGTP_BIN" TGTP_PID target-p "rdma://$TGT_ADDR:$RB_POLL_PORT" \
+		"${POLL_US:+poll-us = $POLL_US}"
 fi
 if ! has --nbd-device; then
 	na r "not built: --nbd-device missing"
@@ -375,9 +393,9 @@ else
 	if [ -n "$rb_na" ]; then
 		na r "$rb_na"
 	else
-		attach_rdmablk r "rdma://$TGT_ADDR:$RB_RDMA_PORT/bench" --nbd-device auto
+		attach_rdmablk "$INI_BIN" r "rdma://$TGT_ADDR:$RB_RDMA_PORT/bench" --nbd-device auto
 	fi
-	attach_rdmablk t "tcp://$TGT_ADDR:$RB_TCP_PORT/bench" --nbd-device auto
+	attach_rdmablk "$INI_BIN" t "tcp://$TGT_ADDR:$RB_TCP_PORT/bench" --nbd-device auto
 fi
 if ! has --ublk; then
 	na u "not built: --ublk missing"
@@ -385,13 +403,13 @@ elif [ -n "$rb_na" ]; then
 	na u "$rb_na"
 else
 	vm_modprobe ublk_drv
-	attach_rdmablk u "rdma://$TGT_ADDR:$RB_RDMA_PORT/bench" --ublk
+	attach_rdmablk "$INI_BIN" u "rdma://$TGT_ADDR:$RB_RDMA_PORT/bench" --ublk
 fi
 if [ -n "$TGTP_PID" ]; then
-	has --nbd-device && attach_rdmablk rp "rdma://$TGT_ADDR:$RB_POLL_PORT/bench" \
-		--nbd-device auto --poll-us "$POLL_US"
-	has --ublk && attach_rdmablk up "rdma://$TGT_ADDR:$RB_POLL_PORT/bench" --ublk \
-		--poll-us "$POLL_US"
+	has --nbd-device && attach_rdmablk "$INIP_BIN" rp "rdma://$TGT_ADDR:$RB_POLL_PORT/bench" \
+		--nbd-device auto ${POLL_US:+--poll-us "$POLL_US"}
+	has --ublk && attach_rdmablk "$INIP_BIN" up "rdma://$TGT_ADDR:$RB_POLL_PORT/bench" \
+		--ublk ${POLL_US:+--poll-us "$POLL_US"}
 fi
 
 # Attached but idle, the daemons must not eat the CPU the measured one needs.

@@ -12,6 +12,9 @@
 #   QUEUES=2 DEPTH=128                 I/O queues and depth, for nvme connect and rdmablk
 #   POLL_US=0                          poll-us of the "poll-us" columns' daemons (the others
 #                                      run with the default; off: no such columns)
+#   BASE=BUILD_DIR                     the second pair of columns runs that build's daemons
+#                                      (poll-us only if POLL_US is given): two builds A/B in
+#                                      one boot, with a table of this build / base
 #   BACKING=brd                        brd: a RAM block device; tmpfs: a file on a guest tmpfs
 #   MTU=1500                           the veth pair's MTU; 9000 gives RoCE MTU 4096 (jumbo)
 #   RDMABLK_VM_MEM=3072                guest MiB (the backing file lives in guest RAM)
@@ -37,7 +40,16 @@ RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-3}
 QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
-POLL_US=${POLL_US:-0}
+BASE=${BASE:-}
+if [ -n "$BASE" ]; then
+	BASE=$(cd "$BASE" && pwd)
+	for b in target/rdmablk-target initiator/rdmablk-initiator; do
+		[ -x "$BASE/$b" ] || { echo "vm-bench: BASE=$BASE: $b not built" >&2; exit 1; }
+	done
+	POLL_US=${POLL_US:-}
+else
+	POLL_US=${POLL_US:-0}
+fi
 BACKING=${BACKING:-brd}
 MTU=${MTU:-1500}
 case $MTU in
@@ -55,6 +67,7 @@ ROUNDS=$ROUNDS
 QUEUES=$QUEUES
 DEPTH=$DEPTH
 POLL_US=$POLL_US
+BASE_BUILD=$BASE
 BACKING=$BACKING
 MTU=$MTU
 EOF
@@ -72,13 +85,21 @@ if [ $rc != 0 ] || [ ! -s "$res/vm-bench.tsv" ]; then
 	exit 1
 fi
 
-rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')
-python3 - "$res" "$load0" "$load1" "$elapsed" "$rev" "$POLL_US" <<'PY' | tee "$res/vm-bench.table"
+rev=$(git -C "$src" describe --always --dirty 2>/dev/null || echo "?")
+# The base build's source tree: the one its Makefile names (it may be built outside it).
+base_rev=
+if [ -n "$BASE" ]; then
+	bsrc=$(sed -n 's/^abs_top_srcdir = //p' "$BASE/Makefile" 2>/dev/null)
+	base_rev=$(git -C "${bsrc:-$BASE}" describe --always --dirty 2>/dev/null || echo base)
+fi
+python3 - "$res" "$load0" "$load1" "$elapsed" "$rev" "$POLL_US" "$base_rev" <<'PY' | tee "$res/vm-bench.table"
 import sys, datetime
-res, load0, load1, elapsed, rev, poll = sys.argv[1:7]
+res, load0, load1, elapsed, rev, poll, base = sys.argv[1:8]
+# The second pair: another build (BASE), or this one with an explicit poll-us.
+second = (" base " + base if base else "") + (" poll-us " + poll if poll else "")
 cfgs = [("k", "kernel nvme-rdma"), ("r", "rdmablk nbd/rdma"), ("t", "rdmablk nbd/tcp"),
-        ("u", "rdmablk ublk/rdma"), ("rp", "nbd/rdma poll-us " + poll),
-        ("up", "ublk/rdma poll-us " + poll)]
+        ("u", "rdmablk ublk/rdma"), ("rp", "nbd/rdma" + second),
+        ("up", "ublk/rdma" + second)]
 jobs = ["4k-randread-qd32", "4k-randwrite-qd32", "128k-seqread-qd8", "4k-randread-qd1"]
 cells, na, rounds = {}, {}, {}
 for line in open(res + "/vm-bench.tsv"):
@@ -115,10 +136,10 @@ def cell(c, job):
 
 # Ratios are taken within a round (both cells measured minutes apart at most), then the
 # median over the rounds; the range shows how far the rounds disagreed.
-def ratio(c, job):
-    kb, vb = rounds.get(("k", job), {}), rounds.get((c, job), {})
+def ratio(c, job, ref="k"):
+    kb, vb = rounds.get((ref, job), {}), rounds.get((c, job), {})
     common = sorted(set(kb) & set(vb))
-    if c in na or not common:
+    if c in na or ref in na or not common:
         return "n/a"
     key = 1 if big(job) else 0
     rs = [vb[r][key] / kb[r][key] for r in common if kb[r][key]]
@@ -135,7 +156,7 @@ print("host load before: %s" % load0.strip())
 print("host load after:  %s" % load1.strip())
 for l in open(res + "/vm-bench.info"):
     print("  " + l.rstrip())
-w = 20
+w = max([20] + [len(n) for _, n in cfgs])
 print()
 print("%-18s | " % "job" + " | ".join("%-*s" % (w, n) for _, n in cfgs))
 print("-" * 18 + "-+-" + "-+-".join("-" * w for _ in cfgs))
@@ -147,11 +168,20 @@ print("cells: median of %d round(s)" % nr)
 print()
 print("ratios vs kernel nvme-rdma (IOPS for 4K jobs, MiB/s for 128K; mean latency); median of")
 print("the rounds' ratios, (lowest-highest) when there were several:")
-w = 27 if nr > 1 else 20
+w = max([27 if nr > 1 else 20] + [len(n) for _, n in cfgs])
 print("%-18s | " % "job" + " | ".join("%-*s" % (w, n) for _, n in cfgs[1:]))
 print("-" * 18 + "-+-" + "-+-".join("-" * w for _ in cfgs[1:]))
 for j in jobs:
     print("%-18s | " % j + " | ".join("%-*s" % (w, ratio(c, j)) for c, _ in cfgs[1:]))
+if base:
+    print()
+    print("this build (%s) / base (%s), same rounds, same way:" % (rev, base))
+    pairs = [(c, b, n) for c, b, n in [("r", "rp", "nbd/rdma"), ("u", "up", "ublk/rdma")]
+             if any(k[0] == b for k in cells)]
+    print("%-18s | " % "job" + " | ".join("%-*s" % (w, n) for _, _, n in pairs))
+    print("-" * 18 + "-+-" + "-+-".join("-" * w for _ in pairs))
+    for j in jobs:
+        print("%-18s | " % j + " | ".join("%-*s" % (w, ratio(c, j, b)) for c, b, _ in pairs))
 for c, n in cfgs:
     if c in na:
         print("%s: n/a (%s)" % (n, na[c]))
