@@ -11,7 +11,7 @@
 #                             leave the device detached
 #   nbd_detached              true when $FE_NAME has size 0 and no pid file
 
-. "$(dirname "$0")/frontend-lib.sh"
+. "$top_srcdir/tests/vm/frontend-lib.sh"
 NBD_WANT=auto
 
 fe_setup() { _fe_setup nbd --nbd-device; }

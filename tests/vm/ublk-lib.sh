@@ -12,7 +12,7 @@
 #                             I/O must have crossed the veth
 #   ublk_gone                 true when the device's block and char nodes are gone
 
-. "$(dirname "$0")/frontend-lib.sh"
+. "$top_srcdir/tests/vm/frontend-lib.sh"
 UBLK_ID=
 
 fe_setup() {
