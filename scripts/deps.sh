@@ -15,6 +15,8 @@ PKGS=(
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
 	# the VM suite: kernel package download, initramfs, qemu
 	qemu-system-x86 busybox-static kmod cpio xz-utils nvme-cli
+	# bench/vm-syscalls.sh (perf stat on syscall tracepoints in the guest)
+	linux-perf
 )
 
 missing=()
