@@ -23,18 +23,8 @@
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-if [ $# -gt 0 ]; then
-	build=$1
-elif [ -x ./target/rdmablk-target ]; then
-	build=.
-else
-	build=$src/build
-fi
-build=$(cd "$build" && pwd)
-for b in target/rdmablk-target initiator/rdmablk-initiator; do
-	[ -x "$build/$b" ] || { echo "vm-bench: $build/$b not built" >&2; exit 1; }
-done
-command -v python3 >/dev/null || { echo "vm-bench: needs python3" >&2; exit 1; }
+. "$src/bench/vm-lib.sh"
+bench_vm_build vm-bench "$@"
 RUNTIME=${RUNTIME:-6}
 RAMP=${RAMP:-2}
 ROUNDS=${ROUNDS:-3}

@@ -28,11 +28,10 @@ for job in $SYSC_JOBS; do
 	name=${job%%:*} rest=${job#*:}
 	rw=${rest%%:*} qd=${rest#*:}
 	# perf outlives fio by its sleep; the counts cover the whole fio run.
-	for d in t i; do
-		[ $d = t ] && pid=$TGT_PID || pid=$INI_PID
-		perf stat -x, -e "$ev" -p "$pid" -o "perf-$d.csv" -- sleep $((SYSC_RUNTIME + 4)) &
-		eval "perf_$d=\$!"
-	done
+	perf stat -x, -e "$ev" -p "$TGT_PID" -o perf-t.csv -- sleep $((SYSC_RUNTIME + 4)) &
+	perf_t=$!
+	perf stat -x, -e "$ev" -p "$INI_PID" -o perf-i.csv -- sleep $((SYSC_RUNTIME + 4)) &
+	perf_i=$!
 	sleep 0.5
 	fio --name="$name" --filename="$FE_DEV" --ioengine=io_uring --direct=1 --rw="$rw" \
 		--bs=4k --iodepth="$qd" --runtime="$SYSC_RUNTIME" --time_based --size=256M \

@@ -11,15 +11,8 @@
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-if [ $# -gt 0 ]; then
-	build=$1
-elif [ -x ./target/rdmablk-target ]; then
-	build=.
-else
-	build=$src/build
-fi
-build=$(cd "$build" && pwd)
-command -v python3 >/dev/null || { echo "vm-syscalls: needs python3" >&2; exit 1; }
+. "$src/bench/vm-lib.sh"
+bench_vm_build vm-syscalls "$@"
 res=$build/bench/vm-syscalls-results
 mkdir -p "$res"
 rm -f "$res"/*.rc "$res"/*.log "$res/vm-syscalls.tsv"
