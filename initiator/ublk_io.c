@@ -359,7 +359,7 @@ void ublk_queue_start_task(struct rb_task *task)
 	int ret;
 
 	what = "io_uring_queue_init";
-	ret = rb_uring_init(uq->depth, &uq->ring, 0);
+	ret = rb_uring_init(uq->depth, &uq->ring);
 	if (ret)
 		goto out_fail;
 	uq->ring_ok = true;

@@ -16,13 +16,13 @@
  * such work waits, so its CQE helpers enter the kernel to run it.  Kernels
  * before 5.19 refuse both flags: set up without them there.
  */
-static inline int rb_uring_init(unsigned int entries, struct io_uring *ring, unsigned int flags)
+static inline int rb_uring_init(unsigned int entries, struct io_uring *ring)
 {
-	int ret = io_uring_queue_init(
-	    entries, ring, flags | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
+	int ret = io_uring_queue_init(entries, ring,
+				      IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
 
 	if (ret == -EINVAL)
-		ret = io_uring_queue_init(entries, ring, flags);
+		ret = io_uring_queue_init(entries, ring, 0);
 	return ret;
 }
 

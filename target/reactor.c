@@ -438,7 +438,7 @@ static int setup_ring(struct tgt_reactor *r)
 	};
 	int ret;
 
-	ret = rb_uring_init(RING_ENTRIES, &r->ring, 0);
+	ret = rb_uring_init(RING_ENTRIES, &r->ring);
 	if (ret < 0) {
 		rb_err("reactor %d: io_uring_queue_init: %s", r->id, strerror(-ret));
 		return ret;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,18 +41,46 @@ static void *late_writer(void *arg)
 	return NULL;
 }
 
-/* A read of an empty pipe: it completes (as task work) once the writer writes. */
-static int start_late_read(struct io_uring *ring, int p[2], char *buf, pthread_t *th)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+/* A ring with a read waiting on an empty pipe; it completes (as task work) once
+ * the writer thread writes, LATE_MS after the start. */
+struct late_read {
+	struct io_uring ring;
+	int p[2];
+	char buf[16];
+	pthread_t th;
+};
 
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_read(sqe, p[0], buf, 16, 0);
-	sqe->user_data = 42;
-	if (io_uring_submit(ring) != 1)
-		return -EIO;
-	return -pthread_create(th, NULL, late_writer, &p[1]);
+static bool late_read_start(struct late_read *lr)
+{
+	struct io_uring_sqe *sqe;
+
+	memset(lr, 0, sizeof(*lr));
+	if (rb_uring_init(8, &lr->ring)) {
+		ok(0, "set up a ring");
+		return false;
+	}
+	if (pipe(lr->p)) {
+		ok(0, "pipe: %s", strerror(errno));
+		io_uring_queue_exit(&lr->ring);
+		return false;
+	}
+	sqe = io_uring_get_sqe(&lr->ring);
+	io_uring_prep_read(sqe, lr->p[0], lr->buf, sizeof(lr->buf), 0);
+	is_int(io_uring_submit(&lr->ring), 1, "a read waits on an empty pipe");
+	is_int(pthread_create(&lr->th, NULL, late_writer, &lr->p[1]), 0, "the writer starts");
+	return true;
+}
+
+static void late_read_stop(struct late_read *lr, struct io_uring_cqe *cqe)
+{
+	ok(cqe && cqe->res == (int)sizeof(PAYLOAD) && !strcmp(lr->buf, PAYLOAD),
+	   "with the data (res %d)", cqe ? cqe->res : 0);
+	if (cqe)
+		io_uring_cqe_seen(&lr->ring, cqe);
+	pthread_join(lr->th, NULL);
+	close(lr->p[0]);
+	close(lr->p[1]);
+	io_uring_queue_exit(&lr->ring);
 }
 
 static void flags_case(void)
@@ -61,7 +90,7 @@ static void flags_case(void)
 
 	if (!supported)
 		io_uring_queue_exit(&probe);
-	is_int(rb_uring_init(8, &ring, 0), 0, "rb_uring_init sets up a ring");
+	is_int(rb_uring_init(8, &ring), 0, "rb_uring_init sets up a ring");
 	if (supported == 0)
 		is_int(ring.flags & COOP, COOP,
 		       "where the kernel has them, with COOP_TASKRUN and TASKRUN_FLAG");
@@ -74,70 +103,47 @@ static void flags_case(void)
 /* The reactors' way: sleep in epoll on the ring fd, then reap. */
 static void epoll_case(void)
 {
-	struct io_uring ring;
+	struct late_read lr;
 	struct io_uring_cqe *cqe = NULL;
 	struct epoll_event ev = {.events = EPOLLIN};
-	char buf[16] = "";
-	pthread_t th;
 	long long t0, end;
-	int p[2], ep;
+	int ep;
 
-	if (rb_uring_init(8, &ring, 0) || pipe(p) || (ep = epoll_create1(0)) < 0) {
-		ok(0, "set up the epoll case: %s", strerror(errno));
+	if (!late_read_start(&lr))
 		return;
-	}
-	epoll_ctl(ep, EPOLL_CTL_ADD, ring.ring_fd, &ev);
-	is_int(start_late_read(&ring, p, buf, &th), 0, "a read waits on an empty pipe");
+	ep = epoll_create1(0);
+	ok(ep >= 0 && !epoll_ctl(ep, EPOLL_CTL_ADD, lr.ring.ring_fd, &ev), "epoll on the ring fd");
 	t0 = now_ms();
 	end = t0 + LIMIT_MS;
-	while (now_ms() < end) {
+	while (ep >= 0 && now_ms() < end) {
 		int n = epoll_wait(ep, &ev, 1, (int)(end - now_ms()));
 
 		if (n < 0 && errno != EINTR)
 			break;
-		if (n > 0 && !io_uring_peek_cqe(&ring, &cqe))
+		if (n > 0 && !io_uring_peek_cqe(&lr.ring, &cqe))
 			break;
 	}
 	ok(cqe != NULL, "a reactor asleep in epoll is woken by the completion (%lld ms)",
 	   now_ms() - t0);
-	if (cqe) {
-		is_int(cqe->res, sizeof(PAYLOAD), "with the bytes read");
-		io_uring_cqe_seen(&ring, cqe);
-	}
-	pthread_join(th, NULL);
-	close(ep);
-	close(p[0]);
-	close(p[1]);
-	io_uring_queue_exit(&ring);
+	late_read_stop(&lr, cqe);
+	if (ep >= 0)
+		close(ep);
 }
 
 /* The target's way between sleeps: peek only, no other system call. */
 static void peek_case(void)
 {
-	struct io_uring ring;
+	struct late_read lr;
 	struct io_uring_cqe *cqe = NULL;
-	char buf[16] = "";
-	pthread_t th;
 	long long end;
-	int p[2];
 
-	if (rb_uring_init(8, &ring, 0) || pipe(p)) {
-		ok(0, "set up the peek case: %s", strerror(errno));
+	if (!late_read_start(&lr))
 		return;
-	}
-	is_int(start_late_read(&ring, p, buf, &th), 0, "a read waits on an empty pipe");
 	end = now_ms() + LIMIT_MS;
-	while (now_ms() < end && io_uring_peek_cqe(&ring, &cqe))
+	while (now_ms() < end && io_uring_peek_cqe(&lr.ring, &cqe))
 		;
 	ok(cqe != NULL, "a thread that only peeks gets the completion");
-	if (cqe) {
-		is_str(buf, PAYLOAD, "with the data");
-		io_uring_cqe_seen(&ring, cqe);
-	}
-	pthread_join(th, NULL);
-	close(p[0]);
-	close(p[1]);
-	io_uring_queue_exit(&ring);
+	late_read_stop(&lr, cqe);
 }
 
 int main(void)
