@@ -32,10 +32,7 @@ QUEUES=${QUEUES:-2}
 DEPTH=${DEPTH:-128}
 BASE=${BASE:-}
 if [ -n "$BASE" ]; then
-	BASE=$(cd "$BASE" && pwd)
-	for b in target/rdmablk-target initiator/rdmablk-initiator; do
-		[ -x "$BASE/$b" ] || { echo "vm-bench: BASE=$BASE: $b not built" >&2; exit 1; }
-	done
+	BASE=$(bench_vm_tree "vm-bench: BASE" "$BASE") || exit 1
 	POLL_US=${POLL_US:-}
 else
 	POLL_US=${POLL_US:-0}
