@@ -143,9 +143,12 @@ printf '\n[export d]\npath = %s\n' "$T/d.img" >"$T/d.part"
 	done
 ) &
 hup=$!
-io_rounds=0
-while kill -0 "$hup" 2>/dev/null; do
-	ops "$(nbd_uri b1 b)" write:0:4096:$((io_rounds % 200 + 16)) read:0:4096:$((io_rounds % 200 + 16)) ||
+# I/O goes on while the reloads run, and for at least min_rounds whatever the
+# machine's speed; the pattern is a byte derived from the round (it wraps).
+io_rounds=0 min_rounds=${IO_ROUNDS:-10}
+while kill -0 "$hup" 2>/dev/null || [ "$io_rounds" -lt "$min_rounds" ]; do
+	pat=$(printf '%02x' $((io_rounds % 240 + 16)))
+	ops "$(nbd_uri b1 b)" write:0:4096:$pat read:0:4096:$pat ||
 		fail "b: I/O failed during reloads (round $io_rounds)"
 	ops "$(nbd_uri c2 c)" read:0:4096:00 || fail "c: I/O failed during reloads"
 	io_rounds=$((io_rounds + 1))

@@ -63,6 +63,20 @@ static int flag_value(const char *name)
 	exit(2);
 }
 
+/* A pattern is one byte in hex ("a1"): anything else is a mistake in the
+ * test, not a value to truncate. */
+static int pattern_byte(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 16);
+
+	if (!*s || *end || v < 0 || v > 255) {
+		fprintf(stderr, "nbd-ops: pattern '%s' is not one byte in hex (00..ff)\n", s);
+		exit(2);
+	}
+	return (int)v;
+}
+
 /* Returns 0 on success, or the errno of the failed NBD call (>0), or -1 for
  * a check that did not hold. */
 static int run_op(char *op)
@@ -73,7 +87,7 @@ static int run_op(char *op)
 	char *a3 = strtok_r(NULL, ":", &save);
 	uint64_t off = a1 ? strtoull(a1, NULL, 0) : 0;
 	uint64_t len = a2 ? strtoull(a2, NULL, 0) : 0;
-	int byte = a3 ? (int)strtol(a3, NULL, 16) : 0;
+	int byte = a3 ? pattern_byte(a3) : 0;
 	char *buf;
 	int r;
 
