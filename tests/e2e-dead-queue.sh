@@ -35,9 +35,9 @@ try:
 except (EOFError, OSError):
     pass
 PY
-sleep 0.5
+wait_until 30 grep -q "truncated capsule" "$T/target.log" ||
+	fail "target did not see the truncated capsule"
 pid_alive "$T/target.pid" || fail "target died: $(grep -i -m1 -E 'assert|ERROR' "$T/target.log")"
-grep -q "truncated capsule" "$T/target.log" || fail "target did not see the truncated capsule"
 
 # Still serving: a new host connects and lists the export.
 PYTHONPATH="$top_srcdir/tests" python3 - "$port" <<'PY' || fail "target stopped serving"
@@ -50,4 +50,5 @@ h.send(capsule(OP_LIST_EXPORTS, 1, 272))
 _, st, result = h.response()
 assert st == 0 and result & 0xffffffff == 1, (st, result)
 PY
+pid_alive "$T/target.pid" || fail "target died: $(grep -i -m1 -E 'assert|ERROR' "$T/target.log")"
 echo "ok"

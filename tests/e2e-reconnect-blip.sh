@@ -46,15 +46,14 @@ ss -K -4 -t dst 127.0.0.1 dport = ":$port" sport = ":$lport" >/dev/null ||
 	fail "ss -K could not close the connection"
 wait_until 10 grep -q "replaces session [0-9a-f]*, which still has commands in flight" \
 	"$T/target.log" || fail "the target did not hold the CONNECT for the replaced session"
-# Over 3 s: at least one CONNECT refused after the target's 2 s wait, and no
-# session while the old write is stuck.
-sleep 3
+# The target refuses the waiting CONNECT after its bound (2 s), the initiator
+# says why, and there is no session while the old write is stuck.
+wait_until 30 grep -q "still has commands in flight after [0-9]* ms: refused" "$T/target.log" ||
+	fail "the target did not refuse the waiting CONNECT after its bound"
+wait_until 30 grep -q "the session it replaces still has commands executing on the target" \
+	"$T/ini.log" || fail "the initiator did not say why the CONNECT was refused"
 grep -q "re-established" "$T/ini.log" &&
 	fail "the initiator reconnected while the replaced session still had a write executing"
-grep -q "still has commands in flight after [0-9]* ms: refused" "$T/target.log" ||
-	fail "the target did not refuse the waiting CONNECT after its bound"
-grep -q "the session it replaces still has commands executing on the target" "$T/ini.log" ||
-	fail "the initiator did not say why the CONNECT was refused"
 kill -0 $wpid 2>/dev/null || fail "the write ended during the reconnect: $(cat "$T/write.out")"
 
 fsfreeze -u "$T/fs"

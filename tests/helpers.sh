@@ -161,7 +161,7 @@ start_target() {
 		"$TARGET_BIN" --config "$conf" --pidfile "$T/$name.pid" >"$T/$name.log" 2>&1 &
 	echo $! >"$T/$name.pid.launch"
 	_pidfiles="$_pidfiles $T/$name.pid"
-	if ! wait_until 20 grep -q "ready:" "$T/$name.log"; then
+	if ! wait_until 60 grep -q "ready:" "$T/$name.log"; then
 		cat "$T/$name.log" >&2
 		fail "target $name did not become ready"
 	fi
@@ -179,7 +179,7 @@ start_initiator() {
 	_pidfiles="$_pidfiles $T/$name.pid"
 	# The socket exists before the session is up; "ready:" follows CONNECT
 	# of every queue, so a test may break the target right after this.
-	if ! wait_until 20 grep -q "ready: export" "$T/$name.log" ||
+	if ! wait_until 60 grep -q "ready: export" "$T/$name.log" ||
 		! test -S "$T/$name.sock"; then
 		cat "$T/$name.log" >&2
 		fail "initiator $name did not start serving NBD"
