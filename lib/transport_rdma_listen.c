@@ -261,9 +261,7 @@ static int new_request(struct rd_listener *l, struct rdma_cm_event *ev, struct r
 {
 	struct rdma_cm_id *id = ev->id;
 	const struct rdma_conn_param *p = &ev->param.conn;
-	const uint8_t *data;
 	struct rd_conn *c;
-	size_t len;
 	int ret;
 
 	c = rd_conn_alloc(&l->opts, RD_REQUEST);
@@ -278,15 +276,7 @@ static int new_request(struct rd_listener *l, struct rdma_cm_event *ev, struct r
 		free(c);
 		goto out_refuse;
 	}
-	if (rd_priv_unframe(p->private_data, p->private_data_len, &data, &len)) {
-		memcpy(c->priv, data, len);
-		c->priv_len = len;
-	} else if (p->private_data && p->private_data_len) {
-		/* Not an rdmablk peer: hand over the raw field, the engine rejects it. */
-		c->priv_len = p->private_data_len < sizeof(c->priv) ? p->private_data_len
-								    : sizeof(c->priv);
-		memcpy(c->priv, p->private_data, c->priv_len);
-	}
+	c->priv_len = rd_priv_take(p->private_data, p->private_data_len, c->priv, sizeof(c->priv));
 	c->req_init_depth = p->initiator_depth;
 	c->req_resp_res = p->responder_resources;
 	c->id = id;

@@ -205,6 +205,28 @@ static inline bool rd_priv_unframe(const void *data, size_t len, const uint8_t *
 	return true;
 }
 
+/*
+ * The passive side's copy of a request's private data into dst (cap bytes):
+ * the framed payload when it fits, else the raw field cut to cap, which the
+ * engine refuses as not an rdmablk request.  The length byte is the peer's
+ * word and iWARP carries up to 512 bytes: never trust it for the copy.
+ */
+static inline size_t rd_priv_take(const void *data, size_t len, uint8_t *dst, size_t cap)
+{
+	const uint8_t *payload;
+	size_t n;
+
+	if (rd_priv_unframe(data, len, &payload, &n) && n <= cap) {
+		if (n)
+			memcpy(dst, payload, n);
+		return n;
+	}
+	n = data ? (len < cap ? len : cap) : 0;
+	if (n)
+		memcpy(dst, data, n);
+	return n;
+}
+
 static inline uint8_t rd_min3_u8(int a, int b, int c)
 {
 	int m = a < b ? a : b;
