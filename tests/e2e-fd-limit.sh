@@ -15,23 +15,38 @@ start_target "$T/target.conf"
 pid=$(cat "$T/target.pid")
 prlimit --pid "$pid" --nofile=$(($(ls /proc/"$pid"/fd | wc -l) + 8))
 
-PYTHONPATH="$top_srcdir/tests" python3 - "$port" <<'PY' || fail "raw hosts failed"
-import sys, time
+PYTHONPATH="$top_srcdir/tests" python3 - "$port" "$T/target.log" <<'PY' || fail "raw hosts failed"
+import socket, sys, time
 from tcphost import *
-port = int(sys.argv[1])
-hosts = []
-for i in range(16):
-    try:
-        hosts.append(Host(port, timeout=0.5))
-    except (OSError, EOFError):
-        break  # not accepted: out of descriptors
-if len(hosts) >= 16:
-    sys.exit("the descriptor limit was never reached")
-time.sleep(2)  # at the limit, with connections waiting in the backlog
+port, log = int(sys.argv[1]), sys.argv[2]
+
+
+class Opener(Host):
+    """A connection whose hello is sent and not waited for: the target may
+    never accept it (out of descriptors), however fast it is."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.rx, self.tag = 0, 1
+        self.send_frame(HELLO, struct.pack("<IHHHHIQ8x", RB_MAGIC, 1, 0, 16, 0, 0, 0),
+                        addr=HELLO_MAGIC)
+
+
+def emfile_logged():
+    with open(log, errors="replace") as f:
+        return "Too many open files" in f.read()
+
+
+hosts = [Opener(port) for _ in range(16)]  # twice the descriptors it has left
+deadline = time.monotonic() + 60
+while not emfile_logged():
+    if time.monotonic() > deadline:
+        sys.exit("the descriptor limit was never reached")
+    time.sleep(0.1)
+time.sleep(2)  # at the limit for a while, connections waiting in the backlog
 for h in hosts:
     h.close()
-time.sleep(1.5)
-h = Host(port, timeout=5)  # descriptors free again: accepted
+h = Host(port, timeout=60)  # descriptors free again: accepted once the pause ends
 st, _, _ = h.connect("fd-limit")
 assert st == 0, st
 PY

@@ -19,30 +19,34 @@ from nbdraw import *
 path = sys.argv[1]
 
 
-def connect():
+started = {}
+
+
+def connect(what):
     s = socket.socket(socket.AF_UNIX)
+    started[what] = time.monotonic()  # the server's clock starts later: a lower bound
     s.connect(path)
-    s.settimeout(20)
+    s.settimeout(60)
     return s
 
 
-silent = connect()
+silent = connect("silent client")
 recvall(silent, 18)  # greeting read, then nothing
-flags_only = connect()
+flags_only = connect("client stopped after its flags")
 recvall(flags_only, 18)
 flags_only.sendall(struct.pack(">I", 3))  # flags, then no option
 idle = attach(path)  # handshake done, then idle
-t0 = time.time()
+# Closed at the limit, not before it; "not never" has a generous bound, so a
+# loaded machine does not fail it.
 for s, what in ((silent, "silent client"), (flags_only, "client stopped after its flags")):
     try:
         data = s.recv(64)
     except socket.timeout:
-        sys.exit(f"{what}: still connected after 20 s")
+        sys.exit(f"{what}: still connected after 60 s")
     assert data == b"", f"{what}: got {data!r}, expected EOF"
-    took = time.time() - t0
-    assert 9 <= took <= 13, f"{what}: closed after {took:.1f} s, expected about 10"
+    took = time.monotonic() - started[what]
+    assert took >= 9.9, f"{what}: closed after {took:.1f} s, before the 10 s limit"
     print(f"{what}: closed after {took:.1f} s")
-time.sleep(1)
 request(idle, CMD_READ, 7, 0, 4096)
 err, h = reply(idle)
 assert (err, h) == (0, 7), f"idle client's READ: error {err}"
