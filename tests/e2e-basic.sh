@@ -53,7 +53,7 @@ PY
 
 # FLUSH and FUA reached the backing store as datasyncs.
 kill -USR1 "$(cat "$T/target.pid")"
-wait_until 5 grep -q "stats:" "$T/target.log" || fail "no stats line"
+wait_until 60 grep -q "stats:" "$T/target.log" || fail "no stats line"
 line=$(grep "export disk0 stats:" "$T/target.log" | tail -1)
 note "$line"
 flushes=$(echo "$line" | sed -n 's/.*flushes=\([0-9]*\).*/\1/p')

@@ -51,7 +51,7 @@ for x in thin thini; do
 done
 pid_alive "$T/target.pid" || fail "target died"
 kill -USR1 "$(cat "$T/target.pid")"
-wait_until 5 grep -q "export thini stats:" "$T/target.log" || fail "no stats line"
+wait_until 60 grep -q "export thini stats:" "$T/target.log" || fail "no stats line"
 n=$(grep "export thini stats:" "$T/target.log" | tail -1 | sed -n 's/.* inline_writes=\([0-9]*\).*/\1/p')
 [ "${n:-0}" -gt 0 ] || fail "thini: no write was done inline (inline_writes=$n)"
 echo "ok"

@@ -46,7 +46,7 @@ for x in inl async; do
 done
 
 kill -USR1 "$(cat "$T/target.pid")"
-wait_until 5 grep -q "export async stats:" "$T/target.log" || fail "no stats lines"
+wait_until 60 grep -q "export async stats:" "$T/target.log" || fail "no stats lines"
 stat_of() { # stat_of EXPORT KEY
 	grep "export $1 stats:" "$T/target.log" | tail -1 | sed -n "s/.* $2=\([0-9]*\).*/\1/p"
 }

@@ -21,13 +21,13 @@ kill -STOP "$(cat "$T/target.pid")"
 # A target-pulled write and an in-capsule one.
 ops write:0:65536:bb write:1048576:4096:cc >"$T/write.out" 2>&1 &
 wpid=$!
-wait_until 15 grep -q "not answered in time; reconnecting to send it again" "$T/ini.log" ||
+wait_until 60 grep -q "not answered in time; reconnecting to send it again" "$T/ini.log" ||
 	fail "the command timeout did not start a reconnect"
 sleep 2
 kill -0 $wpid 2>/dev/null || fail "the write ended while the target was frozen: $(cat "$T/write.out")"
 grep -q "failing it with EIO" "$T/ini.log" && fail "a command was failed instead of sent again"
 kill -CONT "$(cat "$T/target.pid")"
-wait_until 20 grep -q "re-established" "$T/ini.log" ||
+wait_until 60 grep -q "re-established" "$T/ini.log" ||
 	fail "the initiator did not reconnect after the target thawed"
 wait_child_ok $wpid 20 "the writes across the reconnect" "$T/write.out"
 ops read:0:65536:bb read:1048576:4096:cc || fail "data after the reconnect is wrong"

@@ -34,7 +34,7 @@ for round in 1 2; do
 	rm -f "$T/target.pid"
 	sleep 1
 	start_target "$T/target.conf" target
-	wait_until 20 sh -c "[ \$(grep -c re-established '$T/ini.log') -ge $round ]" ||
+	wait_until 60 sh -c "[ \$(grep -c re-established '$T/ini.log') -ge $round ]" ||
 		fail "round $round: the initiator did not reconnect"
 done
 rc=0
@@ -64,7 +64,7 @@ stop_and_status "$T/ini.pid"
 start_target "$T/target.conf" target
 start_initiator ini2 "$(target_url "$port")/disk0" --ctrl-loss-tmo 600000 --reconnect-delay 1000
 kill -KILL "$(cat "$T/target.pid")"
-wait_until 20 grep -q "reconnect attempt 1 failed" "$T/ini2.log" ||
+wait_until 60 grep -q "reconnect attempt 1 failed" "$T/ini2.log" ||
 	fail "ini2 did not start reconnecting"
 start=$(date +%s)
 stop_and_status "$T/ini2.pid"

@@ -21,7 +21,7 @@ nreload=0
 reload() {
 	nreload=$((nreload + 1))
 	kill -HUP "$tpid"
-	wait_until 10 sh -c "[ \$(grep -cE 'reload: .*(export\(s\):|keeping the running)' \
+	wait_until 60 sh -c "[ \$(grep -cE 'reload: .*(export\(s\):|keeping the running)' \
 		'$T/target.log') -ge $nreload ]" || fail "reload $nreload: no outcome logged"
 }
 listed() {
@@ -110,7 +110,7 @@ ops "$(nbd_uri c1 c)" size:4194304 write:0:4096:c1 read:0:4096:c1 || fail "c: I/
 # 5. The removed export closes when its last session ends.
 grep -q "export a stats:" "$T/target.log" && fail "export a closed while a host used it"
 stop_pidfile "$T/a1.pid"
-wait_until 10 grep -q "export a stats:" "$T/target.log" ||
+wait_until 60 grep -q "export a stats:" "$T/target.log" ||
 	fail "export a not closed after its last session ended"
 head -c 4096 /dev/zero | tr '\0' '\241' >"$T/a1.bytes" # no /dev/fd in the test VM
 cmp -n 4096 "$T/a.img" "$T/a1.bytes" || fail "a.img does not hold a's first write"
@@ -157,7 +157,7 @@ wait "$hup"
 # Signals that arrive together count once; the file the last one finds is
 # what must be served.
 lists() { [ "$(listed)" = "$1" ]; }
-wait_until 10 lists "b c " || fail "after the reloads, --list shows: $(cat "$T/list.out")"
+wait_until 60 lists "b c " || fail "after the reloads, --list shows: $(cat "$T/list.out")"
 note "$io_rounds I/O rounds during ${STRESS_ROUNDS:-40} reloads"
 pid_alive "$T/target.pid" || fail "target died during reloads"
 

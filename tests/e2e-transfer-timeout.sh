@@ -37,7 +37,7 @@ for k in range(60):  # a live admin queue; the I/O queue is never acked
 PY
 echo $! >"$T/bad.pid"
 _pidfiles="$_pidfiles $T/bad.pid"
-wait_until 10 grep -q "reads sent" "$T/bad.log" || fail "raw host did not start: $(cat "$T/bad.log")"
+wait_until 60 grep -q "reads sent" "$T/bad.log" || fail "raw host did not start: $(cat "$T/bad.log")"
 sleep 0.5
 
 start_initiator ini "$(target_url "$port")/disk0" --queues 1 --timeout 20000

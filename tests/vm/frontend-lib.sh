@@ -84,7 +84,7 @@ _fe_cleanup() {
 	[ -z "$FE_DEV" ] || umount "$FE_DEV" 2>/dev/null
 	if [ -n "$INI_PID" ] && fe_alive "$INI_PID"; then
 		kill -TERM "$INI_PID" 2>/dev/null
-		vm_wait_for 30 fe_dead "$INI_PID" || kill -KILL "$INI_PID" 2>/dev/null
+		vm_wait_for 60 fe_dead "$INI_PID" || kill -KILL "$INI_PID" 2>/dev/null
 	fi
 	if [ -n "$TGT_PID" ] && fe_alive "$TGT_PID"; then
 		kill -KILL "$TGT_PID" 2>/dev/null
@@ -141,7 +141,7 @@ fe_start_target() {
 	} >target.conf
 	"$TGT_BIN" --config target.conf >target.log 2>&1 &
 	TGT_PID=$!
-	vm_wait_for 30 grep -q "ready:" target.log || fe_fail "target did not become ready"
+	vm_wait_for 60 grep -q "ready:" target.log || fe_fail "target did not become ready"
 }
 
 fe_kill_target() {
@@ -152,7 +152,7 @@ fe_kill_target() {
 
 fe_stop_target() {
 	kill -TERM "$TGT_PID" || fe_fail "target not running"
-	vm_wait_for 30 fe_dead "$TGT_PID" || fe_fail "target ignored SIGTERM"
+	vm_wait_for 60 fe_dead "$TGT_PID" || fe_fail "target ignored SIGTERM"
 	wait "$TGT_PID" 2>/dev/null
 	TGT_PID=
 }
@@ -192,7 +192,7 @@ _fe_launch() {
 	FE_TOOK=$_t
 	FE_DEV=$(sed -n "s/^attached \\(\\/dev\\/${_kind}[0-9]*\\)\$/\\1/p" ini.out | head -n 1)
 	FE_NAME=${FE_DEV#/dev/}
-	[ -b "$FE_DEV" ] || vm_wait_for 10 test -b "$FE_DEV" || fe_fail "$FE_DEV is no block device"
+	[ -b "$FE_DEV" ] || vm_wait_for 60 test -b "$FE_DEV" || fe_fail "$FE_DEV is no block device"
 	_size=$(cat "/sys/block/$FE_NAME/size")
 	[ "$_size" -gt 0 ] || fe_fail "$FE_DEV attached with size 0"
 }

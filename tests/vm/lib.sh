@@ -215,7 +215,7 @@ setup_rxe() {
 	rdma link add "$TGT_DEV" type rxe netdev "$TGT_IF" || vm_fail "rdma link add $TGT_DEV"
 	rdma link add "$INI_DEV" type rxe netdev "$INI_IF" || vm_fail "rdma link add $INI_DEV"
 	VM_SIDES=rxe
-	vm_wait_for 20 _vm_rdma_ready || vm_fail "$TGT_DEV/$INI_DEV not active: $(ibv_devices)"
+	vm_wait_for 60 _vm_rdma_ready || vm_fail "$TGT_DEV/$INI_DEV not active: $(ibv_devices)"
 	echo "# setup_rxe: $TGT_DEV on $TGT_IF $TGT_ADDR, $INI_DEV on $INI_IF $INI_ADDR"
 }
 

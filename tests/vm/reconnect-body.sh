@@ -22,7 +22,7 @@ fe_kill_target
 sleep 12
 start=$(cut -d. -f1 /proc/uptime)
 fe_start_target "$PWD/disk.img"
-vm_wait_for 40 grep -q "re-established" ini.log || fe_fail "the initiator did not reconnect"
+vm_wait_for 60 grep -q "re-established" ini.log || fe_fail "the initiator did not reconnect"
 echo "# reconnected $(($(cut -d. -f1 /proc/uptime) - start)) s after the target was back:"
 grep -h "re-issued\|re-established" ini.log | sed 's/^/#   /'
 fe_verify_wait restart

@@ -8,8 +8,8 @@
 
 vm_modprobe nbd ublk_drv
 # devtmpfs creates the nodes as the drivers register; give it a moment under TCG.
-vm_wait_for 10 test -b /dev/nbd0 || vm_fail "/dev/nbd0 did not appear"
-vm_wait_for 10 test -c /dev/ublk-control || vm_fail "/dev/ublk-control did not appear"
+vm_wait_for 60 test -b /dev/nbd0 || vm_fail "/dev/nbd0 did not appear"
+vm_wait_for 60 test -c /dev/ublk-control || vm_fail "/dev/ublk-control did not appear"
 grep -qw nbd /proc/devices || vm_fail "nbd not in /proc/devices"
 [ -d /sys/module/ublk_drv ] || vm_fail "ublk_drv not in /sys/module"
 ls -l /dev/nbd0 /dev/ublk-control

@@ -77,7 +77,7 @@ timeout 60 sync || rc=$?
 rc=0
 timeout 60 umount mnt || rc=$?
 [ "$rc" = 0 ] || fe_fail "umount after the detach: exit $rc"
-vm_wait_for 10 nbd_detached || fe_fail "$FE_DEV still configured after umount"
+vm_wait_for 60 nbd_detached || fe_fail "$FE_DEV still configured after umount"
 fe_check_no_dstate
 echo "# unmounted; $FE_DEV released"
 

@@ -16,7 +16,7 @@ on_tgt rping -s -a "$TGT_ADDR" -p "$port" -C "$count" -V -v >srv.log 2>&1 &
 srv=$!
 # The server is listening once rdma_cm has the port bound.
 listening() { rdma resource show cm_id | grep LISTEN | grep -q "$TGT_ADDR:$port"; }
-vm_wait_for 20 listening || echo "# no listener on $TGT_ADDR:$port seen yet; trying anyway"
+vm_wait_for 60 listening || echo "# no listener on $TGT_ADDR:$port seen yet; trying anyway"
 rdma resource show cm_id | sed 's/^/# /'
 rc=0
 on_ini timeout 60 rping -c -a "$TGT_ADDR" -p "$port" -C "$count" -V -v >cli.log 2>&1 || rc=$?

@@ -62,7 +62,7 @@ grep -Eq "ublk queue [01] failed; the device stops" ini.log ||
 	fe_fail "the initiator did not say which queue failed"
 grep -q "STOP_DEV" ini.log && fe_fail "STOP_DEV had trouble (the driver kept a request?)"
 grep -q "deleted" ini.log || fe_fail "the initiator did not delete the device"
-vm_wait_for 5 ublk_gone || fe_fail "$FE_DEV still present after the initiator exited"
+vm_wait_for 60 ublk_gone || fe_fail "$FE_DEV still present after the initiator exited"
 
 fe_fio_erred "$fio_pid" "the device stopped"
 fe_check_no_dstate

@@ -36,16 +36,16 @@ mount "$FE_DEV" mnt || fe_fail "mount"
 echo hello >mnt/hello && sync
 dev=$FE_DEV
 kill -TERM "$INI_PID"
-vm_wait_for 30 fe_dead "$INI_PID" ||
+vm_wait_for 60 fe_dead "$INI_PID" ||
 	fe_fail "initiator still running 30 s after SIGTERM with $dev mounted"
 rc=0
 wait "$INI_PID" || rc=$?
 INI_PID=
 echo "# initiator exited $rc with $dev mounted"
 [ "$rc" = 0 ] || fe_fail "initiator exited $rc"
-vm_wait_for 5 test ! -e "/sys/block/$FE_NAME" || fe_fail "$dev still present"
+vm_wait_for 60 test ! -e "/sys/block/$FE_NAME" || fe_fail "$dev still present"
 grep -E "DEL_DEV|deleted" ini.log | sed 's/^/# /'
 timeout 30 umount mnt || timeout 30 umount -l mnt || fe_fail "umount of the dead filesystem hung"
-vm_wait_for 10 ublk_gone || fe_fail "the ublk device was not freed after the unmount"
+vm_wait_for 60 ublk_gone || fe_fail "the ublk device was not freed after the unmount"
 fe_check_no_dstate
 exit 0

@@ -45,7 +45,7 @@ grep -c "not answered in time" ini.log | sed 's/^/# timed-out commands: /'
 
 kill -CONT "$TGT_PID"
 FE_ATEXIT=
-vm_wait_for 20 grep -q "late answer" ini.log || fe_fail "no late answer logged after SIGCONT"
+vm_wait_for 60 grep -q "late answer" ini.log || fe_fail "no late answer logged after SIGCONT"
 sleep 2
 echo "# late answers: $(grep -c 'late answer' ini.log)"
 

@@ -50,7 +50,7 @@ ublk_gone() {
 fe_detach() {
 	_fe_terminate "${1:-60}"
 	# Node removal is asynchronous (devtmpfs): give it a moment.
-	vm_wait_for 5 ublk_gone || fe_fail "$FE_DEV still present after the initiator exited" \
+	vm_wait_for 60 ublk_gone || fe_fail "$FE_DEV still present after the initiator exited" \
 		"($(ls -d "/sys/block/$FE_NAME" "/dev/$FE_NAME" "/dev/ublkc$UBLK_ID" 2>&1 | tr '\n' ' '))"
 	grep -q "deleted" ini.log || fe_fail "the initiator did not log DEL_DEV"
 	fe_check_rxe 1000
