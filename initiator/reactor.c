@@ -21,6 +21,7 @@
 #include "checked.h"
 #include "initiator.h"
 #include "log.h"
+#include "thread.h"
 
 #define EV_BATCH 64
 
@@ -458,6 +459,7 @@ int ini_reactor_start(struct rb_reactor *r)
 		rb_err("reactor %d: pthread_create: %s", r->id, strerror(ret));
 		return -ret;
 	}
+	rb_name_thread(r->thread, "rb-reactor", r->id);
 	r->started = true;
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include "checked.h"
 #include "log.h"
 #include "target.h"
+#include "thread.h"
 #include "uring.h"
 
 #define RING_ENTRIES 256
@@ -516,6 +517,7 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 	ret = -pthread_create(&r->thread, NULL, reactor_main, r);
 	if (ret)
 		goto out_ring;
+	rb_name_thread(r->thread, "rb-reactor", id);
 	return 0;
 
 out_ring:
