@@ -73,4 +73,8 @@ for i in $(seq 1 20); do
 	grep -E "^<[0-4]>" "$T/ini$i.log" && fail "detach #$i: the initiator warned"
 	rm -f "$T/ini$i.log"
 done
+# The list is the whole point: one that cannot be written is a failure.
+"$INITIATOR_BIN" --list "$(target_url "$port")" >/dev/full 2>"$T/full.err" &&
+	fail "--list to a full stdout exited 0"
+grep -q "writing the list" "$T/full.err" || fail "--list to a full stdout: $(cat "$T/full.err")"
 echo "ok"
