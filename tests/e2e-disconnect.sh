@@ -77,4 +77,16 @@ done
 "$INITIATOR_BIN" --list "$(target_url "$port")" >/dev/full 2>"$T/full.err" &&
 	fail "--list to a full stdout exited 0"
 grep -q "writing the list" "$T/full.err" || fail "--list to a full stdout: $(cat "$T/full.err")"
+# A DISCONNECT that truly gets no answer (the target frozen) ends the
+# detach after the initiator's bound, saying so, instead of hanging.
+start_initiator late "$(target_url "$port")/disk0" --queues 1
+kill -STOP "$(cat "$T/target.pid")"
+start=$(date +%s)
+stop_and_status "$T/late.pid"
+took=$(($(date +%s) - start))
+kill -CONT "$(cat "$T/target.pid")"
+note "detach from a frozen target: exit $stop_rc after ${took}s"
+grep -q "DISCONNECT: no answer" "$T/late.log" ||
+	fail "an unanswered DISCONNECT was not reported: $(cat "$T/late.log")"
+[ "$took" -le 30 ] || fail "the detach from a frozen target took ${took}s"
 echo "ok"
