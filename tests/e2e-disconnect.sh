@@ -1,22 +1,28 @@
 #!/bin/bash
-# DISCONNECT is answered before the target closes the admin queue.  A raw
-# tcp host sends KEEPALIVE, reads the answer without acknowledging it, then
-# sends DISCONNECT and, in the same segment, the ack of the KEEPALIVE answer:
-# the target sees the DISCONNECT and the KEEPALIVE answer's SEND completion
-# in one round.  The queue may close only once the DISCONNECT's own answer
-# is delivered, not at the first SEND completion after the DISCONNECT
-# (issue 27: "DISCONNECT: no answer").  Then a real initiator: --list and
-# attach/detach, many times, must never warn.
+# DISCONNECT is answered before the target closes the admin queue (issue 27:
+# "DISCONNECT: no answer" on a clean detach).
+# Over tcp, a raw host sends KEEPALIVE, reads the answer without
+# acknowledging it, then sends DISCONNECT and, in the same segment, the ack
+# of the KEEPALIVE answer: the target sees the DISCONNECT and the KEEPALIVE
+# answer's SEND completion in one round.  The queue may close only once the
+# DISCONNECT's own answer is delivered, not at the first SEND completion
+# after the DISCONNECT.
+# On every transport: --list and attach/detach, a bounded number of times,
+# never log a warning, and --list prints only the list on stdout; a frozen
+# target's silence ends the detach after the initiator's bound.
 . "$top_srcdir/tests/helpers.sh"
 requires python3
 
-[ "$E2E_TRANSPORT" = tcp ] || skip "raw tcp framing: tcp transport only"
 port=$(free_port)
 truncate -s 16M "$T/disk.img"
 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
 
-for sess in discovery disk0; do
+# The raw host speaks the tcp framing: tcp only.
+raw_sessions=
+[ "$E2E_TRANSPORT" = tcp ] && raw_sessions="discovery disk0" ||
+	note "raw tcp host part: tcp transport only"
+for sess in $raw_sessions; do
 	PYTHONPATH="$top_srcdir/tests" timeout 60 python3 - "$port" "$sess" \
 		>"$T/raw-$sess.log" 2>&1 <<'PY' || fail "raw host ($sess session): $(cat "$T/raw-$sess.log")"
 import socket, struct, sys
@@ -50,7 +56,7 @@ except socket.timeout:
 print("ok")
 PY
 done
-grep -q "closing: host sent DISCONNECT" "$T/target.log" ||
+grep -q "closing: host sent DISCONNECT" "$T/target.log" || [ -z "$raw_sessions" ] ||
 	fail "the target did not log the DISCONNECT"
 
 # The initiator over the same target, a bounded number of times: no
