@@ -162,6 +162,8 @@ int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
 		     uint64_t deadline_ms);
 /* One non-blocking pass of the above (CQ, deferred work, timeouts). */
 void ini_reactor_progress(struct rb_reactor *r);
+/* Handle every completion the CQ holds now (a queue's reap does, before EIO). */
+void ini_reactor_poll(struct rb_reactor *r);
 
 /* queue.c (I/O path) and queue_conn.c (set-up and teardown) */
 struct ini_queue_cfg {

@@ -494,6 +494,11 @@ static int do_list(struct run *r)
 	if (total > nr)
 		printf("(%u more exports not shown)\n", total - nr);
 	free(e);
+	/* The list is the whole output (logs go to stderr): a short one is a failure. */
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		fprintf(stderr, PROG ": --list: writing the list: %s\n", strerror(errno));
+		return -EIO;
+	}
 	return 0;
 }
 

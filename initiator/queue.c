@@ -382,11 +382,20 @@ void ini_queue_fail_inflight(struct rb_queue *q)
 	}
 }
 
-/* A session being recovered keeps its commands for re-issue (recover.c). */
+/*
+ * A session being recovered keeps its commands for re-issue (recover.c).
+ * Otherwise drain before fail: a queue may be failed from outside its CQ
+ * (a timeout, the session's loss seen on another reactor, a shutdown)
+ * while answers wait there unpolled, and an answer that arrived is an
+ * answer, not EIO.  Only what is still unanswered after that fails.
+ */
 static void reap(struct rb_task *t)
 {
 	struct rb_queue *q = rb_container_of(t, struct rb_queue, reap_task);
 
+	if (atomic_load(&q->s->recovering))
+		return;
+	ini_reactor_poll(q->r);
 	if (!atomic_load(&q->s->recovering))
 		ini_queue_fail_inflight(q);
 }

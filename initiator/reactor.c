@@ -180,6 +180,11 @@ static void settle(struct rb_reactor *r, bool poll_cq)
 			break;
 }
 
+void ini_reactor_poll(struct rb_reactor *r)
+{
+	drain_cq(r);
+}
+
 static void tick(struct rb_reactor *r)
 {
 	uint64_t now = rb_now_ms();

@@ -99,7 +99,13 @@ static void send_done(struct rb_cq *cq, struct rb_wc *wc)
 	wr_done_common(req, wc, "response send");
 	if (req->wr_pending)
 		return;
-	if (q->disconnect_requested && !q->dead)
+	/*
+	 * Close after the DISCONNECT's own answer is delivered (its SEND
+	 * completed: acknowledged by the host), not at the first completion
+	 * after it: an earlier answer's SEND may complete in the same round,
+	 * and closing then would flush the DISCONNECT answer unsent.
+	 */
+	if (q->disconnect_requested && req->cmd.opcode == RB_OP_DISCONNECT && !q->dead)
 		tgt_queue_fail(q, "host sent DISCONNECT");
 	req_free(req);
 }

@@ -170,7 +170,7 @@ struct tgt_queue {
 	int io_inflight; /* SQEs outstanding */
 	bool accepted; /* before: a connection request (reject frees it) */
 	bool dead;
-	bool disconnect_requested; /* DISCONNECT: close after response */
+	bool disconnect_requested; /* DISCONNECT: close once its answer is delivered */
 	uint64_t last_cmd_ns; /* keep-alive accounting (admin) */
 	/* Admin: the CONNECT in REQ_WAIT_PREDECESSOR, the session it replaces
 	 * (a reference held) and when to give up waiting. */

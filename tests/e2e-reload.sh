@@ -24,9 +24,17 @@ reload() {
 	wait_until 60 sh -c "[ \$(grep -cE 'reload: .*(export\(s\):|keeping the running)' \
 		'$T/target.log') -ge $nreload ]" || fail "reload $nreload: no outcome logged"
 }
+# listed: the export names --list prints.  The list is its stdout alone; its
+# stderr (logs) is kept apart, and any line there is a failure: a clean
+# discovery session says nothing.
 listed() {
-	timeout 10 "$INITIATOR_BIN" --list "$url" >"$T/list.out" 2>&1 || fail "--list failed: $(cat "$T/list.out")"
+	timeout 60 "$INITIATOR_BIN" --list "$url" >"$T/list.out" 2>"$T/list.err" ||
+		fail "--list failed: $(list_shown)"
+	[ ! -s "$T/list.err" ] || fail "--list logged: $(list_shown)"
 	awk 'NR > 1 { print $1 }' "$T/list.out" | sort | tr '\n' ' '
+}
+list_shown() {
+	echo "[stdout] $(cat "$T/list.out") [stderr] $(cat "$T/list.err")"
 }
 # attach_fails NAME: a new host cannot attach export NAME; the reason is in ini.out.
 attach_fails() {
@@ -47,7 +55,7 @@ CONF
 reload
 grep -q "reload: export b added" "$T/target.log" || fail "no 'export b added' line"
 grep -q "1 added, 0 changed, 0 removed" "$T/target.log" || fail "reload 1 summary"
-[ "$(listed)" = "a b " ] || fail "after adding b, --list shows: $(cat "$T/list.out")"
+[ "$(listed)" = "a b " ] || fail "after adding b, --list shows: $(list_shown)"
 start_initiator b1 "$url/b"
 ops "$(nbd_uri b1 b)" size:8388608 write:4096:4096:b1 read:4096:4096:b1 || fail "b: I/O"
 ops "$(nbd_uri a1 a)" read:0:4096:a1 || fail "a: I/O after reload 1"
@@ -59,7 +67,7 @@ bad_line=$(grep -n '^\[export c$' "$T/target.conf" | cut -d: -f1)
 reload
 grep -q "reload: $T/target.conf:$bad_line: .*keeping the running configuration" "$T/target.log" ||
 	fail "syntax error: no 'FILE:LINE: ... keeping the running configuration' line"
-[ "$(listed)" = "a b " ] || fail "after a bad file, --list shows: $(cat "$T/list.out")"
+[ "$(listed)" = "a b " ] || fail "after a bad file, --list shows: $(list_shown)"
 
 # 3. An export that cannot be opened: named with its path; nothing changes.
 cp "$T/good.conf" "$T/target.conf"
@@ -68,7 +76,7 @@ reload
 grep -q "export c: cannot open $T/missing.img" "$T/target.log" || fail "no error naming the missing path"
 grep -q "reload: .*an export cannot be opened.*keeping the running configuration" "$T/target.log" ||
 	fail "missing export: no 'keeping the running configuration' line"
-[ "$(listed)" = "a b " ] || fail "after a missing export, --list shows: $(cat "$T/list.out")"
+[ "$(listed)" = "a b " ] || fail "after a missing export, --list shows: $(list_shown)"
 ops "$(nbd_uri b1 b)" read:4096:4096:b1 || fail "b: I/O after two failed reloads"
 
 # 4. Remove a, make b read-only, add c, and change two [target] keys.
@@ -94,7 +102,7 @@ grep -q "reload: export b: 1 session(s) keep the previous settings" "$T/target.l
 grep -q "\[target\] threads changed; it takes effect when the target restarts" "$T/target.log" ||
 	fail "no warning about [target] threads"
 grep -q "log-level is now debug" "$T/target.log" || fail "log-level not applied"
-[ "$(listed)" = "b c " ] || fail "after reload 4, --list shows: $(cat "$T/list.out")"
+[ "$(listed)" = "b c " ] || fail "after reload 4, --list shows: $(list_shown)"
 # The attached hosts go on as before: a's host still writes, b's still may.
 ops "$(nbd_uri a1 a)" write:8192:4096:a2 read:0:4096:a1 read:8192:4096:a2 ||
 	fail "a: the attached host lost its export"
@@ -157,7 +165,7 @@ wait "$hup"
 # Signals that arrive together count once; the file the last one finds is
 # what must be served.
 lists() { [ "$(listed)" = "$1" ]; }
-wait_until 60 lists "b c " || fail "after the reloads, --list shows: $(cat "$T/list.out")"
+wait_until 60 lists "b c " || fail "after the reloads, --list shows: $(list_shown)"
 note "$io_rounds I/O rounds during ${STRESS_ROUNDS:-40} reloads"
 pid_alive "$T/target.pid" || fail "target died during reloads"
 

@@ -7,8 +7,9 @@
  * its own SEND's completion (a frontend that reuses its slot at once must
  * not post a second SEND for it), the same on a queue that dies before the
  * SEND completes, a late answer to a timed-out command, and an answered
- * command whose SEND never completes, and a command submitted to a dead
- * queue whose session reconnects.
+ * command whose SEND never completes, a command submitted to a dead
+ * queue whose session reconnects, and a queue failed from outside its CQ
+ * while an answer waits there (drained before the rest fails).
  */
 #include "config.h"
 
@@ -199,7 +200,32 @@ static void answer(uint16_t cid, uint16_t st)
 	wc.cqe->done(NULL, &wc);
 }
 
+/* Answers the target sent that wait in the CQ, not yet polled. */
+static struct {
+	uint16_t cid, st;
+} in_cq[4];
+static unsigned int nin_cq, cq_polls;
+
+static void answer_in_cq(uint16_t cid, uint16_t st)
+{
+	if (nin_cq == RB_ARRAY_SIZE(in_cq)) {
+		ok(0, "room for an answer in the CQ");
+		return;
+	}
+	in_cq[nin_cq].cid = cid;
+	in_cq[nin_cq++].st = st;
+}
+
 /* ---- what queue.c needs from the reactor and session -------------------- */
+
+void ini_reactor_poll(struct rb_reactor *r)
+{
+	(void)r;
+	cq_polls++;
+	for (unsigned int i = 0; i < nin_cq; i++)
+		answer(in_cq[i].cid, in_cq[i].st);
+	nin_cq = 0;
+}
 
 static struct rb_task *deferred[16];
 static unsigned int ndeferred;
@@ -498,6 +524,39 @@ static void test_submit_while_recovering(void)
 	close_queue(&q);
 }
 
+/*
+ * The queue is failed from outside its CQ (a timeout, the session lost on
+ * another reactor, a shutdown) while one command's answer waits there
+ * unpolled: the reap polls first, so that command completes with its
+ * answer; only the one still unanswered fails with EIO.
+ */
+static void test_answer_waiting_in_cq(void)
+{
+	struct rb_queue q;
+	struct tag a = { .q = &q }, b = { .q = &q };
+
+	is_int(open_queue(&q, 2), 0, "depth-2 queue connects");
+	is_int(rb_queue_slots_get(&q, 1, &a.slot), 0, "slot a");
+	is_int(rb_queue_slots_get(&q, 1, &b.slot), 0, "slot b");
+	is_int(tag_go(&a), 0, "WRITE a posted");
+	is_int(tag_go(&b), 0, "WRITE b posted");
+	complete_send(RB_WC_SUCCESS);
+	complete_send(RB_WC_SUCCESS);
+	answer_in_cq(a.slot->cid, RB_S_SUCCESS);
+	cq_polls = 0;
+	ini_queue_fail(&q, "test: session lost");
+	is_int(a.done + b.done, 0, "nothing completes before the reap");
+	run_deferred();
+	ok(cq_polls > 0 && nin_cq == 0, "the reap polled the CQ");
+	is_int(a.done, 1, "a completes");
+	is_int(a.err, 0, "with the answer that was waiting in the CQ, not EIO");
+	is_int(b.done, 1, "b completes");
+	is_int(b.err, -EIO, "unanswered: EIO");
+	rb_queue_slots_put(&q, 1, &a.slot);
+	rb_queue_slots_put(&q, 1, &b.slot);
+	close_queue(&q);
+}
+
 int main(void)
 {
 	rb_log_init("test-ini-queue", RB_LOG_WARN);
@@ -507,5 +566,6 @@ int main(void)
 	test_late_answer();
 	test_send_never_completes();
 	test_submit_while_recovering();
+	test_answer_waiting_in_cq();
 	return tap_done();
 }

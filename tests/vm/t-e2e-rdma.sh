@@ -6,7 +6,8 @@
 # initiator connects through rxe1, so every command and every RDMA READ and
 # WRITE crosses the veth.  Integrity (nbdcopy, fio verify), read-only,
 # ACL, malformed capsules from a raw host, target killed, SIGTERM, a full
-# file system under a thin export, exports reloaded under I/O.
+# file system under a thin export, exports reloaded under I/O, clean
+# DISCONNECTs (--list and attach/detach rounds, a frozen target).
 # vm-timeout: 600
 . "$(dirname "$0")/lib.sh"
 
