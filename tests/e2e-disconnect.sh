@@ -27,7 +27,7 @@ for sess in $raw_sessions; do
 		>"$T/raw-$sess.log" 2>&1 <<'PY' || fail "raw host ($sess session): $(cat "$T/raw-$sess.log")"
 import socket, struct, sys
 from tcphost import *
-a = Host(int(sys.argv[1]))
+a = Host(int(sys.argv[1]), timeout=60)
 export = "" if sys.argv[2] == "discovery" else sys.argv[2]
 st, sid, rsp = a.connect("raw-host", export, kato_ms=0)
 assert st == 0, "CONNECT status %d" % st
