@@ -224,7 +224,8 @@ static int zero_burst(uint32_t flags, int n, bool expect_enotsup, const char *wh
 		die("%s: %d of %d WRITE_ZEROES failed", what, failed, n);
 	verify_area(model, BURST_AREA, what);
 	free(model);
-	printf("%s: %d WRITE_ZEROES at once: ok\n", what, n);
+	printf("%s: %d WRITE_ZEROES at once: %s\n", what, n,
+	       expect_enotsup ? "all failed with ENOTSUP, data unchanged" : "ok");
 	return 0;
 }
 
