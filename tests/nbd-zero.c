@@ -463,6 +463,10 @@ static int torture(uint64_t seed, uint64_t count)
 		sync_pread(all, len, off);
 		check_read(all, off, len, completed);
 	}
+	free(all);
+	for (int i = 0; i < DEPTH; i++)
+		free(ops[i].buf);
+	free(sm);
 	printf("torture: ok (writes %" PRIu64 ", zeroes %" PRIu64 ", trims %" PRIu64
 	       ", flushes %" PRIu64 ", reads %" PRIu64 ")\n",
 	       counts['w'], counts['z'], counts['t'], counts['f'], counts['r']);

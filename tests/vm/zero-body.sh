@@ -111,6 +111,9 @@ zb_store() {
 }
 
 zb_store tmpfs "$PWD/tfs/disk.img" ok
+# fallocate -z / BLKZEROOUT are REQ_NOUNMAP: NO_HOLE reached the target.
+grep -q "write-zeroes with NO_HOLE uses fallocate PUNCH_HOLE then allocate" target-tmpfs.log ||
+	fe_fail "tmpfs: no zeroing with NO_HOLE reached the target"
 zb_store brd /dev/ram0 ENOTSUP
 grep -q "no native write-zeroes" target-brd.log || fe_fail "brd: no FAST_ZERO note at open"
 zb_store vfat "$PWD/vfat/disk.img" ENOTSUP
