@@ -54,5 +54,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (c.sgl.type == RB_SGL_INCAPSULE && rb_from_le32(c.sgl.length) > ctx.incapsule)
 		abort();
+	/* Zeroing flags: WRITE_ZEROES only, and only as advertised. */
+	if ((c.flags & (RB_CMD_F_NO_HOLE | RB_CMD_F_FAST_ZERO)) && c.opcode != RB_OP_WRITE_ZEROES)
+		abort();
+	if (((c.flags & RB_CMD_F_NO_HOLE) && !(ctx.export_flags & RB_EXP_NO_HOLE)) ||
+	    ((c.flags & RB_CMD_F_FAST_ZERO) && !(ctx.export_flags & RB_EXP_FAST_ZERO)))
+		abort();
 	return 0;
 }

@@ -465,7 +465,8 @@ static void flag_names(uint32_t f, char *buf, size_t len)
 	} names[] = {
 		{ RB_EXP_FLUSH, "flush" },     { RB_EXP_FUA, "fua" },
 		{ RB_EXP_DISCARD, "discard" }, { RB_EXP_WRITE_ZEROES, "write-zeroes" },
-		{ RB_EXP_ROTATIONAL, "rotational" },
+		{ RB_EXP_ROTATIONAL, "rotational" }, { RB_EXP_NO_HOLE, "no-hole" },
+		{ RB_EXP_FAST_ZERO, "fast-zero" },
 	};
 	size_t n = (size_t)snprintf(buf, len, "%s", f & RB_EXP_READ_ONLY ? "ro" : "rw");
 

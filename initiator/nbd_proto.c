@@ -56,8 +56,13 @@ int nbd_export_desc_init(struct nbd_export_desc *d, const char *name, uint64_t s
 	if (!(rb_flags & RB_EXP_READ_ONLY)) {
 		if (rb_flags & RB_EXP_DISCARD)
 			d->tflags |= NBD_FLAG_SEND_TRIM;
-		if (rb_flags & RB_EXP_WRITE_ZEROES)
+		/* A server that advertises WRITE_ZEROES must honour NO_HOLE: a
+		 * target that cannot be told (older) gets none. */
+		if ((rb_flags & RB_EXP_WRITE_ZEROES) && (rb_flags & RB_EXP_NO_HOLE)) {
 			d->tflags |= NBD_FLAG_SEND_WRITE_ZEROES;
+			if (rb_flags & RB_EXP_FAST_ZERO)
+				d->tflags |= NBD_FLAG_SEND_FAST_ZERO;
+		}
 	}
 	return 0;
 }
@@ -402,6 +407,8 @@ enum nbd_req_class nbd_check_request(const struct nbd_export_desc *d,
 		if (ro)
 			return reply_err(err, NBD_EPERM);
 		allowed |= NBD_CMD_FLAG_NO_HOLE;
+		if (d->tflags & NBD_FLAG_SEND_FAST_ZERO)
+			allowed |= NBD_CMD_FLAG_FAST_ZERO;
 		if (!(d->tflags & NBD_FLAG_SEND_WRITE_ZEROES) || (r->flags & ~allowed))
 			return reply_err(err, NBD_EINVAL);
 		return check_extent(d, r, NBD_ENOSPC, err);

@@ -111,6 +111,13 @@ void nbd_req_submit(struct nbd_client *c, struct nbd_req *req)
 	if ((req->flags & NBD_CMD_FLAG_FUA) &&
 	    (io->opcode == RB_OP_WRITE || io->opcode == RB_OP_WRITE_ZEROES))
 		io->flags = RB_CMD_F_FUA;
+	/* Validated against what was advertised, which the target's flags gate. */
+	if (io->opcode == RB_OP_WRITE_ZEROES) {
+		if (req->flags & NBD_CMD_FLAG_NO_HOLE)
+			io->flags |= RB_CMD_F_NO_HOLE;
+		if (req->flags & NBD_CMD_FLAG_FAST_ZERO)
+			io->flags |= RB_CMD_F_FAST_ZERO;
+	}
 	if (io->opcode != RB_OP_FLUSH) {
 		io->offset = req->offset;
 		io->length = req->length;

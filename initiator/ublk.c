@@ -242,7 +242,8 @@ static int fill_params(struct ublk_dev *d)
 			p->discard.max_discard_sectors = max_dz;
 			p->discard.max_discard_segments = 1; /* the driver's only choice */
 		}
-		if (in->flags & RB_EXP_WRITE_ZEROES)
+		/* NOUNMAP could not be honoured by a target without NO_HOLE. */
+		if ((in->flags & RB_EXP_WRITE_ZEROES) && (in->flags & RB_EXP_NO_HOLE))
 			p->discard.max_write_zeroes_sectors = max_dz;
 	}
 	return 0;

@@ -220,6 +220,10 @@ static void tag_request(struct ublk_tag *t)
 	case UBLK_IO_OP_WRITE_ZEROES:
 		t->io.opcode = RB_OP_WRITE_ZEROES;
 		t->io.flags = fua ? RB_CMD_F_FUA : 0;
+		/* REQ_NOUNMAP (fallocate -z, BLKZEROOUT): keep the range allocated;
+		 * write-zeroes is only advertised when the target takes NO_HOLE. */
+		if (op_flags & UBLK_IO_F_NOUNMAP)
+			t->io.flags |= RB_CMD_F_NO_HOLE;
 		break;
 	default:
 		rb_dbg("%s: ublk queue %u tag %u: op %u not supported", uq->d->bdev, uq->qid,

@@ -224,6 +224,7 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
 	uint32_t len = rb_from_le32(c->length);
 	uint32_t eflags = ctx->export_flags;
 	int fua = c->flags & RB_CMD_F_FUA;
+	int zflags = c->flags & (RB_CMD_F_NO_HOLE | RB_CMD_F_FAST_ZERO);
 
 	err->field = NULL;
 	err->value = 0;
@@ -232,6 +233,9 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
 	st = check_common(c, ctx, err);
 	if (st)
 		return st;
+	/* Zeroing flags: WRITE_ZEROES only, and only when advertised. */
+	if (zflags && c->opcode != RB_OP_WRITE_ZEROES)
+		return fail(err, "flags", c->flags, RB_S_INVALID_FIELD);
 
 	switch (c->opcode) {
 	case RB_OP_READ:
@@ -263,6 +267,9 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
 		uint32_t need = c->opcode == RB_OP_DISCARD ? RB_EXP_DISCARD : RB_EXP_WRITE_ZEROES;
 
 		if (fua && c->opcode == RB_OP_DISCARD)
+			return fail(err, "flags", c->flags, RB_S_INVALID_FIELD);
+		if (((c->flags & RB_CMD_F_NO_HOLE) && !(eflags & RB_EXP_NO_HOLE)) ||
+		    ((c->flags & RB_CMD_F_FAST_ZERO) && !(eflags & RB_EXP_FAST_ZERO)))
 			return fail(err, "flags", c->flags, RB_S_INVALID_FIELD);
 		st = check_sgl(c, ctx, 0, 0, err);
 		if (!st)

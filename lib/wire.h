@@ -37,7 +37,12 @@ enum rb_opcode {
 
 /* Command flags (rb_capsule.flags). */
 #define RB_CMD_F_FUA 0x01u
-#define RB_CMD_F_ALL RB_CMD_F_FUA
+/* WRITE_ZEROES only, each if the export advertises the RB_EXP_ flag of the
+ * same name: do not deallocate the range (it stays allocated); fail with
+ * NOT_SUPPORTED at once rather than write the zeroes out. */
+#define RB_CMD_F_NO_HOLE 0x02u
+#define RB_CMD_F_FAST_ZERO 0x04u
+#define RB_CMD_F_ALL (RB_CMD_F_FUA | RB_CMD_F_NO_HOLE | RB_CMD_F_FAST_ZERO)
 
 /* SGL descriptor types (rb_sgl.type). */
 enum rb_sgl_type {
@@ -76,6 +81,10 @@ enum rb_status {
 #define RB_EXP_DISCARD 0x08u
 #define RB_EXP_WRITE_ZEROES 0x10u
 #define RB_EXP_ROTATIONAL 0x20u
+/* WRITE_ZEROES takes RB_CMD_F_NO_HOLE / RB_CMD_F_FAST_ZERO (a target that
+ * does not set these predates them and may deallocate zeroed ranges). */
+#define RB_EXP_NO_HOLE 0x40u
+#define RB_EXP_FAST_ZERO 0x80u
 
 struct rb_sgl {
 	uint64_t addr; /* initiator virtual address (keyed) or 0 */

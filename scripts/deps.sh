@@ -11,6 +11,7 @@ PKGS=(
 	# tests, bench, fuzzing
 	libnbd-dev libnbd-bin nbdkit fio python3 clang-14 libclang-rt-14-dev
 	systemd iproute2 e2fsprogs util-linux groff-base
+	dosfstools # mkfs.vfat: a store without ZERO_RANGE/PUNCH_HOLE (tests/vm/zero-body.sh)
 	# RDMA user space (Soft-RoCE in the VM suite)
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
 	# the VM suite: kernel package download, initramfs, qemu

@@ -7,10 +7,31 @@
  *                  range; a block device turns it into a FUA write)
  *   FLUSH          FSYNC with IORING_FSYNC_DATASYNC
  *   DISCARD        fallocate PUNCH_HOLE|KEEP_SIZE (file: hole; block device:
- *                  the kernel issues discard/write-zeroes that reads back 0)
- *   WRITE_ZEROES   fallocate ZERO_RANGE|KEEP_SIZE (BLKZEROOUT on devices);
- *                  file systems without ZERO_RANGE (tmpfs) fall back to
- *                  PUNCH_HOLE, which also reads back as zeroes.
+ *                  the kernel's write-zeroes without fallback, which may
+ *                  unmap).  Advisory: where unsupported it is a successful
+ *                  no-op, and the export stops trying.
+ *   WRITE_ZEROES   the first supported method of a chain (a request that
+ *                  gets EOPNOTSUPP, or EINVAL for a mode the file system
+ *                  does not know, moves on; the export remembers the first
+ *                  supported one):
+ *     file, may deallocate: ZERO_RANGE|KEEP_SIZE -> PUNCH_HOLE|KEEP_SIZE
+ *                  -> write zeroes
+ *     file, NO_HOLE: ZERO_RANGE|KEEP_SIZE -> PUNCH_HOLE|KEEP_SIZE, then
+ *                  fallocate 0 over the range (zeroes, allocated again: the
+ *                  fast path on tmpfs, as in nbdkit's file plugin) -> write
+ *                  zeroes
+ *     block device, may deallocate: PUNCH_HOLE|KEEP_SIZE (blkdev_fallocate:
+ *                  zeroout with BLKDEV_ZERO_NOFALLBACK, may unmap; EOPNOTSUPP
+ *                  without native write-zeroes) -> ZERO_RANGE -> write zeroes
+ *     block device, NO_HOLE: ZERO_RANGE (zeroout with BLKDEV_ZERO_NOUNMAP;
+ *                  the kernel writes zeroes itself when the device has no
+ *                  write-zeroes) -> write zeroes
+ *                  "Write zeroes" writes from a registered zero buffer, in
+ *                  chunks, through io_uring like any write.  FUA adds a
+ *                  datasync.  FAST_ZERO fails with NOT_SUPPORTED instead of
+ *                  writing: when the chain reaches "write zeroes", and on a
+ *                  block device without native write-zeroes (its
+ *                  queue/write_zeroes_max_bytes is 0) at once.
  * Buffered exports (direct = no) with inline-writes = yes do page-aligned
  * writes with pwrite in the reactor instead (see tgt_export_write_inline).
  */
@@ -24,6 +45,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -60,15 +82,27 @@ static void prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_
 	io_uring_prep_fallocate(sqe, e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
 }
 
-static void prep_write_zeroes(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
-			      uint64_t len)
+static void prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
+		      int step, uint64_t off, uint64_t len)
 {
-	int mode = FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+	int mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
 
-	if (atomic_load(&e->zero_range_unsupported))
-		mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	if (m == TGT_ZM_ZERO_RANGE)
+		mode = FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+	else if (m == TGT_ZM_PUNCH_ALLOC && step == 1)
+		mode = 0; /* allocate the hole just punched (reads zeroes) */
 	io_uring_prep_fallocate(sqe, e->fd, mode, off, len);
 }
+
+static const struct tgt_zero_chain file_zero_chains[TGT_ZC_NR] = {
+	[TGT_ZC_DEALLOC] = { 3, { TGT_ZM_ZERO_RANGE, TGT_ZM_PUNCH, TGT_ZM_WRITE } },
+	[TGT_ZC_NO_HOLE] = { 3, { TGT_ZM_ZERO_RANGE, TGT_ZM_PUNCH_ALLOC, TGT_ZM_WRITE } },
+};
+
+static const struct tgt_zero_chain blockdev_zero_chains[TGT_ZC_NR] = {
+	[TGT_ZC_DEALLOC] = { 3, { TGT_ZM_PUNCH, TGT_ZM_ZERO_RANGE, TGT_ZM_WRITE } },
+	[TGT_ZC_NO_HOLE] = { 2, { TGT_ZM_ZERO_RANGE, TGT_ZM_WRITE } },
+};
 
 /* pwrite all of it: a short write means the next one says why (ENOSPC). */
 static int write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off)
@@ -119,8 +153,41 @@ static int probe_file(struct tgt_export *e)
 	e->phys_block_size = stx.stx_blksize > e->block_size ? stx.stx_blksize : e->block_size;
 	if (e->phys_block_size > 65536)
 		e->phys_block_size = e->block_size;
-	e->flags |= RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES;
+	e->flags |= RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES |
+		    RB_EXP_NO_HOLE | RB_EXP_FAST_ZERO;
+	e->zero_fast = true; /* every method short of writing is */
 	return 0;
+}
+
+static bool read_u64(const char *path, uint64_t *v)
+{
+	unsigned long long x;
+	FILE *f = fopen(path, "re");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fscanf(f, "%llu", &x) == 1;
+	fclose(f);
+	*v = ok ? x : 0;
+	return ok;
+}
+
+/* The device's native write-zeroes limit (0: none, the kernel would write). */
+static uint64_t blockdev_write_zeroes_max(dev_t rdev)
+{
+	char path[96];
+	uint64_t v = 0;
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/write_zeroes_max_bytes",
+		 major(rdev), minor(rdev));
+	if (read_u64(path, &v))
+		return v;
+	/* A partition: its disk's queue. */
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/../queue/write_zeroes_max_bytes",
+		 major(rdev), minor(rdev));
+	read_u64(path, &v);
+	return v;
 }
 
 static int probe_blockdev(struct tgt_export *e)
@@ -138,7 +205,9 @@ static int probe_blockdev(struct tgt_export *e)
 	e->size = size;
 	e->block_size = (uint32_t)lbs;
 	e->phys_block_size = (uint32_t)pbs;
-	e->flags |= RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES;
+	e->flags |= RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES |
+		    RB_EXP_NO_HOLE | RB_EXP_FAST_ZERO;
+	e->zero_fast = blockdev_write_zeroes_max(e->dev) > 0;
 	if (ioctl(e->fd, BLKROTATIONAL, &rot) == 0 && rot)
 		e->flags |= RB_EXP_ROTATIONAL;
 	return 0;
@@ -151,7 +220,8 @@ const struct tgt_backend_ops tgt_backend_file = {
 	.prep_write = prep_write,
 	.prep_flush = prep_flush,
 	.prep_discard = prep_discard,
-	.prep_write_zeroes = prep_write_zeroes,
+	.zero_chains = file_zero_chains,
+	.prep_zero = prep_zero,
 	.write_now = write_now,
 };
 
@@ -162,7 +232,8 @@ const struct tgt_backend_ops tgt_backend_blockdev = {
 	.prep_write = prep_write,
 	.prep_flush = prep_flush,
 	.prep_discard = prep_discard,
-	.prep_write_zeroes = prep_write_zeroes,
+	.zero_chains = blockdev_zero_chains,
+	.prep_zero = prep_zero,
 	.write_now = write_now,
 };
 
@@ -222,7 +293,8 @@ int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uin
 	e->inline_writes = !e->direct && conf->inline_writes && !conf->read_only;
 	if (conf->read_only) {
 		e->flags |= RB_EXP_READ_ONLY;
-		e->flags &= ~(RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_FUA);
+		e->flags &= ~(RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_NO_HOLE |
+			      RB_EXP_FAST_ZERO | RB_EXP_FUA);
 	}
 	if (e->size % e->block_size)
 		rb_warn("export %s: size %llu is not a multiple of block size %u; the tail is not "
@@ -239,10 +311,11 @@ out_close:
 
 void tgt_export_log(const struct tgt_export *e)
 {
-	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s", e->conf.name, e->conf.path,
+	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s%s", e->conf.name, e->conf.path,
 		e->ops->name, (unsigned long long)e->size, e->block_size,
 		e->conf.read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
-		e->inline_writes ? ", inline writes" : "");
+		e->inline_writes ? ", inline writes" : "",
+		e->zero_fast ? "" : ", no native write-zeroes (FAST_ZERO refused)");
 }
 
 void tgt_export_close(struct tgt_export *e)

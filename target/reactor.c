@@ -433,9 +433,10 @@ static void *reactor_main(void *arg)
 
 static int setup_ring(struct tgt_reactor *r)
 {
-	struct iovec iov[2] = {
-		{ .iov_base = r->pool.base, .iov_len = r->pool.slab_size },
-		{ .iov_base = r->incap.base, .iov_len = r->incap.slab_size },
+	struct iovec iov[3] = {
+		[TGT_BUF_POOL] = { .iov_base = r->pool.base, .iov_len = r->pool.slab_size },
+		[TGT_BUF_INCAP] = { .iov_base = r->incap.base, .iov_len = r->incap.slab_size },
+		[TGT_BUF_ZEROES] = { .iov_base = r->zeroes, .iov_len = TGT_ZERO_BUF_SIZE },
 	};
 	int ret;
 
@@ -444,11 +445,11 @@ static int setup_ring(struct tgt_reactor *r)
 		rb_err("reactor %d: io_uring_queue_init: %s", r->id, strerror(-ret));
 		return ret;
 	}
-	/* Fixed buffers: index 0 = data pool, 1 = in-capsule pool. */
-	ret = io_uring_register_buffers(&r->ring, iov, 2);
+	/* Fixed buffers: data pool, in-capsule pool, zeroes (TGT_BUF_*). */
+	ret = io_uring_register_buffers(&r->ring, iov, 3);
 	if (ret < 0) {
 		rb_err("reactor %d: io_uring_register_buffers (%zu bytes): %s%s", r->id,
-		       r->pool.slab_size + r->incap.slab_size, strerror(-ret),
+		       r->pool.slab_size + r->incap.slab_size + TGT_ZERO_BUF_SIZE, strerror(-ret),
 		       ret == -ENOMEM ? " (raise the memlock limit: ulimit -l)" : "");
 		goto out_exit_ring;
 	}
@@ -499,6 +500,14 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 		       incap_count, incap_size, strerror(-ret));
 		goto out_pool;
 	}
+	/* Page aligned: written with O_DIRECT too. */
+	r->zeroes = aligned_alloc(4096, TGT_ZERO_BUF_SIZE);
+	if (!r->zeroes) {
+		ret = -ENOMEM;
+		rb_err("reactor %d: cannot allocate the zero buffer", id);
+		goto out_incap;
+	}
+	memset(r->zeroes, 0, TGT_ZERO_BUF_SIZE);
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	r->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	r->ring_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -530,6 +539,8 @@ out_fds:
 	close(r->wake_fd);
 	close(r->ring_efd);
 	close(r->timer_fd);
+	free(r->zeroes);
+out_incap:
 	rb_bufpool_fini(&r->incap);
 out_pool:
 	rb_bufpool_fini(&r->pool);
@@ -556,6 +567,7 @@ void tgt_reactor_join(struct tgt_reactor *r)
 	close(r->wake_fd);
 	close(r->ring_efd);
 	close(r->timer_fd);
+	free(r->zeroes);
 	rb_bufpool_fini(&r->incap);
 	rb_bufpool_fini(&r->pool);
 	pthread_mutex_destroy(&r->inbox_lock);

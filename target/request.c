@@ -15,9 +15,6 @@
 #include "log.h"
 #include "target.h"
 
-#define POOL_BUF_INDEX 0
-#define INCAP_BUF_INDEX 1
-
 static void enqueue(struct tgt_req ***tail, struct tgt_req *req)
 {
 	req->next = NULL;
@@ -253,6 +250,98 @@ static void count_op(struct tgt_export *e, const struct rb_capsule *c, int res)
 	}
 }
 
+/* Errors by which fallocate says it cannot do this mode here (the range is
+ * validated: EINVAL is the mode, or a kernel without IORING_OP_FALLOCATE). */
+static bool fallocate_unsupported(int res)
+{
+	return res == -EOPNOTSUPP || res == -EINVAL || res == -ENOSYS || res == -ENOTTY;
+}
+
+static const char *zero_method_name(enum tgt_zero_method m)
+{
+	switch (m) {
+	case TGT_ZM_ZERO_RANGE: return "fallocate ZERO_RANGE";
+	case TGT_ZM_PUNCH: return "fallocate PUNCH_HOLE";
+	case TGT_ZM_PUNCH_ALLOC: return "fallocate PUNCH_HOLE then allocate";
+	case TGT_ZM_WRITE: return "writing zeroes";
+	}
+	return "?";
+}
+
+static unsigned int zero_chain_id(const struct tgt_req *req)
+{
+	return req->cmd.flags & RB_CMD_F_NO_HOLE ? TGT_ZC_NO_HOLE : TGT_ZC_DEALLOC;
+}
+
+static enum tgt_zero_method zero_method(const struct tgt_export *e, const struct tgt_req *req)
+{
+	return e->ops->zero_chains[zero_chain_id(req)].m[req->z.idx];
+}
+
+/* Method z.idx of the chain is unsupported: the next one, for this request
+ * and (logged once per step down) for the export's later ones. */
+static void zero_step_down(struct tgt_export *e, struct tgt_req *req, int res)
+{
+	unsigned int id = zero_chain_id(req);
+	const struct tgt_zero_chain *ch = &e->ops->zero_chains[id];
+	unsigned int next = req->z.idx + 1u, cur = atomic_load(&e->zero_first[id]);
+
+	assert(next < ch->n); /* writing zeroes never counts as unsupported */
+	if (cur > next)
+		next = cur; /* another request already found more unsupported */
+	while (cur < next && !atomic_compare_exchange_weak(&e->zero_first[id], &cur, next))
+		;
+	if (cur < next)
+		rb_warn("export %s: %s not supported (%s); write-zeroes%s uses %s from now on",
+			e->conf.name, zero_method_name(ch->m[req->z.idx]), strerror(-res),
+			id == TGT_ZC_NO_HOLE ? " with NO_HOLE" : "", zero_method_name(ch->m[next]));
+	req->z.idx = (uint8_t)next;
+	req->z.step = 0;
+}
+
+/*
+ * A WRITE_ZEROES step finished with *res: true if the request goes on (next
+ * method, the allocating half, the next chunk of zeroes), false when *res is
+ * the outcome of the zeroing.
+ */
+static bool zero_step_done(struct tgt_export *e, struct tgt_req *req, int *res)
+{
+	uint32_t len = rb_from_le32(req->cmd.length);
+	enum tgt_zero_method m = zero_method(e, req);
+
+	if (m == TGT_ZM_WRITE) {
+		if (*res < 0)
+			return false;
+		if (*res == 0) {
+			*res = -EIO; /* no progress inside a validated range */
+			return false;
+		}
+		req->z.done += (uint32_t)*res;
+		if (req->z.done < len)
+			return true;
+		*res = 0;
+		return false;
+	}
+	if (*res >= 0) {
+		if (m == TGT_ZM_PUNCH_ALLOC && req->z.step == 0) {
+			req->z.step = 1;
+			return true;
+		}
+		return false;
+	}
+	if (!fallocate_unsupported(*res))
+		return false;
+	zero_step_down(e, req, *res);
+	return true;
+}
+
+/* Back to READY_TO_EXECUTE for the request's next backend step. */
+static void next_step(struct tgt_req *req)
+{
+	req->state = REQ_READY_TO_EXECUTE;
+	tgt_req_process(req);
+}
+
 void tgt_req_io_done(struct tgt_req *req, int res)
 {
 	struct tgt_queue *q = req->q;
@@ -262,21 +351,24 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 
 	assert(req->state == REQ_EXECUTING);
 	q->io_inflight--;
-	/* A file system without ZERO_RANGE: remember and retry with PUNCH_HOLE. */
-	if (res == -EOPNOTSUPP && c->opcode == RB_OP_WRITE_ZEROES &&
-	    !atomic_exchange(&e->zero_range_unsupported, true)) {
-		rb_warn("export %s: no FALLOC_FL_ZERO_RANGE; using PUNCH_HOLE for write-zeroes",
-			e->conf.name);
-		req->state = REQ_READY_TO_EXECUTE;
-		tgt_req_process(req);
+	if (c->opcode == RB_OP_WRITE_ZEROES && !req->fua_sync && zero_step_done(e, req, &res) &&
+	    !q->dead) {
+		next_step(req);
 		return;
+	}
+	/* TRIM is advisory: where the store cannot deallocate, it did its job. */
+	if (c->opcode == RB_OP_DISCARD && fallocate_unsupported(res)) {
+		if (!atomic_exchange(&e->discard_unsupported, true))
+			rb_warn("export %s: discard not supported (%s); discards succeed "
+				"without effect from now on",
+				e->conf.name, strerror(-res));
+		res = 0;
 	}
 	/* FUA write-zeroes: the zeroing is done; now make it durable. */
 	if (res >= 0 && c->opcode == RB_OP_WRITE_ZEROES && (c->flags & RB_CMD_F_FUA) &&
-	    !req->fua_sync) {
+	    !req->fua_sync && !q->dead) {
 		req->fua_sync = true;
-		req->state = REQ_READY_TO_EXECUTE;
-		tgt_req_process(req);
+		next_step(req);
 		return;
 	}
 	count_op(e, c, res);
@@ -305,6 +397,61 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 		return;
 	}
 	finish_executed(req);
+}
+
+/* Answered without the backend: a DISCARD the store cannot do (success) or
+ * a FAST_ZERO that would have to write (NOT_SUPPORTED, expected: no error
+ * logged or counted). */
+static void finish_now(struct tgt_req *req, uint16_t status)
+{
+	struct tgt_export *e = req->q->session->export;
+
+	if (status == RB_S_SUCCESS)
+		count_op(e, &req->cmd, 0);
+	req->state = REQ_EXECUTED;
+	req->status = status;
+	req->result = 0;
+	if (req->q->dead) {
+		req_free(req);
+		return;
+	}
+	finish_executed(req);
+}
+
+/* WRITE_ZEROES: false if it must not go to the backend (FAST_ZERO refused). */
+static bool zero_may_run(struct tgt_export *e, struct tgt_req *req)
+{
+	if (!req->z.started) {
+		req->z.started = true;
+		req->z.idx = (uint8_t)atomic_load(&e->zero_first[zero_chain_id(req)]);
+	}
+	if (!(req->cmd.flags & RB_CMD_F_FAST_ZERO) || req->fua_sync)
+		return true;
+	return e->zero_fast && zero_method(e, req) != TGT_ZM_WRITE;
+}
+
+static void prep_write_zeroes(struct tgt_export *e, struct tgt_req *req, struct io_uring_sqe *sqe)
+{
+	uint64_t off = rb_from_le64(req->cmd.offset);
+	uint32_t len = rb_from_le32(req->cmd.length);
+	enum tgt_zero_method m = zero_method(e, req);
+	uint32_t chunk;
+
+	if (req->fua_sync) {
+		e->ops->prep_flush(e, sqe);
+		return;
+	}
+	if (m != TGT_ZM_WRITE) {
+		e->ops->prep_zero(e, sqe, m, req->z.step, off, len);
+		return;
+	}
+	/* Ranges are block aligned and the buffer a multiple of any block
+	 * size: every chunk suits O_DIRECT. */
+	chunk = len - (uint32_t)req->z.done;
+	if (chunk > TGT_ZERO_BUF_SIZE)
+		chunk = TGT_ZERO_BUF_SIZE;
+	e->ops->prep_write(e, sqe, req->q->r->zeroes, chunk, off + req->z.done, TGT_BUF_ZEROES,
+			   false);
 }
 
 static void execute(struct tgt_req *req)
@@ -336,12 +483,22 @@ static void execute(struct tgt_req *req)
 		tgt_req_io_done(req, res);
 		return;
 	}
+	if (c->opcode == RB_OP_DISCARD && atomic_load(&e->discard_unsupported)) {
+		finish_now(req, RB_S_SUCCESS);
+		return;
+	}
+	if (c->opcode == RB_OP_WRITE_ZEROES && !zero_may_run(e, req)) {
+		rb_dbg("export %s: FAST_ZERO write-zeroes at %llu refused: it would write zeroes",
+		       e->conf.name, (unsigned long long)off);
+		finish_now(req, RB_S_NOT_SUPPORTED);
+		return;
+	}
 	sqe = tgt_reactor_get_sqe(r);
 	if (!sqe) {
 		enqueue(&r->pending_exec_tail, req);
 		return;
 	}
-	idx = req->buf_from_pool ? POOL_BUF_INDEX : INCAP_BUF_INDEX;
+	idx = req->buf_from_pool ? TGT_BUF_POOL : TGT_BUF_INCAP;
 	switch (c->opcode) {
 	case RB_OP_READ: e->ops->prep_read(e, sqe, req->buf, len, off, idx); break;
 	case RB_OP_WRITE:
@@ -349,12 +506,7 @@ static void execute(struct tgt_req *req)
 		break;
 	case RB_OP_FLUSH: e->ops->prep_flush(e, sqe); break;
 	case RB_OP_DISCARD: e->ops->prep_discard(e, sqe, off, len); break;
-	case RB_OP_WRITE_ZEROES:
-		if (req->fua_sync)
-			e->ops->prep_flush(e, sqe);
-		else
-			e->ops->prep_write_zeroes(e, sqe, off, len);
-		break;
+	case RB_OP_WRITE_ZEROES: prep_write_zeroes(e, req, sqe); break;
 	default: assert(!"validated opcode");
 	}
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)req | TGT_UD_REQ);
@@ -514,6 +666,7 @@ void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 	req->buf = NULL;
 	req->buf_from_pool = false;
 	req->fua_sync = false;
+	memset(&req->z, 0, sizeof(req->z));
 	req->send_cqe.done = send_done;
 	req->read_cqe.done = read_done;
 	req->write_cqe.done = write_done;

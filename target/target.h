@@ -26,6 +26,33 @@ struct tgt_export_stats {
 	atomic_uint_fast64_t inline_writes; /* of writes: done by the reactor itself */
 };
 
+/*
+ * Ways to zero a range for WRITE_ZEROES.  A backend lists them in chains,
+ * best first (backend_file.c); a request that finds its method unsupported
+ * moves on to the next one.
+ */
+enum tgt_zero_method {
+	TGT_ZM_ZERO_RANGE, /* fallocate ZERO_RANGE|KEEP_SIZE */
+	TGT_ZM_PUNCH, /* fallocate PUNCH_HOLE|KEEP_SIZE */
+	TGT_ZM_PUNCH_ALLOC, /* PUNCH_HOLE|KEEP_SIZE, then fallocate 0: zeroed, allocated */
+	TGT_ZM_WRITE, /* write zeroes from the reactor's zero buffer: always works */
+};
+#define TGT_ZCHAIN_MAX 3
+
+struct tgt_zero_chain {
+	uint8_t n;
+	enum tgt_zero_method m[TGT_ZCHAIN_MAX]; /* m[n - 1] is TGT_ZM_WRITE */
+};
+
+/* Zero chains: may deallocate, or NO_HOLE (must stay allocated). */
+enum { TGT_ZC_DEALLOC, TGT_ZC_NO_HOLE, TGT_ZC_NR };
+
+/* Fixed buffers registered with each reactor's ring. */
+#define TGT_BUF_POOL 0 /* data buffers (r->pool) */
+#define TGT_BUF_INCAP 1 /* in-capsule buffers (r->incap) */
+#define TGT_BUF_ZEROES 2 /* r->zeroes: source of written zeroes */
+#define TGT_ZERO_BUF_SIZE (256u << 10) /* a multiple of every block size (<= 64 KiB) */
+
 struct tgt_export {
 	struct rb_export_conf conf; /* a copy: the loaded config is freed on reload */
 	const struct tgt_backend_ops *ops;
@@ -41,7 +68,12 @@ struct tgt_export {
 	bool direct; /* O_DIRECT in effect */
 	bool inline_writes; /* buffered and conf->inline_writes: see tgt_export_write_inline */
 	uint32_t page_size;
-	atomic_bool zero_range_unsupported; /* fall back to punch hole */
+	/* Per zero chain: the first method not known to be unsupported. */
+	atomic_uint zero_first[TGT_ZC_NR];
+	/* Zeroing short of writing is fast (FAST_ZERO may proceed): a block
+	 * device's without native write-zeroes falls back to writes in the kernel. */
+	bool zero_fast;
+	atomic_bool discard_unsupported; /* DISCARD is a no-op success */
 	struct tgt_export_stats stats;
 };
 
@@ -58,8 +90,11 @@ struct tgt_backend_ops {
 	void (*prep_flush)(struct tgt_export *e, struct io_uring_sqe *sqe);
 	void (*prep_discard)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
 			     uint64_t len);
-	void (*prep_write_zeroes)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
-				  uint64_t len);
+	/* WRITE_ZEROES: chains by TGT_ZC_*; prep_zero for every method but
+	 * TGT_ZM_WRITE (step 1: the second half of TGT_ZM_PUNCH_ALLOC). */
+	const struct tgt_zero_chain *zero_chains;
+	void (*prep_zero)(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
+			  int step, uint64_t off, uint64_t len);
 	/* Write now, in the calling thread: bytes written or -errno. */
 	int (*write_now)(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 };
@@ -106,6 +141,8 @@ enum tgt_req_state {
 	REQ_TRANSFER_FROM_HOST, /* RDMA READ of write data (or CONNECT params) posted */
 	REQ_READY_TO_EXECUTE, /* data local; waiting on reactor->pending_exec for SQ space */
 	REQ_EXECUTING, /* SQE submitted to io_uring (or an inline write running) */
+	/* (WRITE_ZEROES goes back to READY_TO_EXECUTE for each further step:
+	 * next method, next chunk, the FUA datasync; see struct tgt_req z.) */
 	/* CONNECT replacing a session: until that session's commands finish
 	 * (queue->replacing), so none of them can land after a re-issued one. */
 	REQ_WAIT_PREDECESSOR,
@@ -139,6 +176,14 @@ struct tgt_req {
 	uint16_t status;
 	uint64_t result;
 	bool fua_sync; /* FUA write-zeroes: datasync step issued */
+	/* WRITE_ZEROES progress: it goes READY_TO_EXECUTE -> EXECUTING once per
+	 * step (method tried, half of PUNCH_ALLOC, chunk of written zeroes). */
+	struct {
+		bool started; /* idx taken from the export's zero_first */
+		uint8_t idx; /* method in the chain */
+		uint8_t step; /* TGT_ZM_PUNCH_ALLOC: 1 = allocating */
+		uint64_t done; /* TGT_ZM_WRITE: bytes written */
+	} z;
 	struct tgt_req *next; /* free list / pending queues */
 };
 
@@ -210,6 +255,7 @@ struct tgt_reactor {
 	bool submit_failing; /* last io_uring_submit failed (logged once) */
 	struct rb_bufpool pool; /* max_transfer buffers: fixed buffer 0 */
 	struct rb_bufpool incap; /* in-capsule buffers: fixed buffer 1 */
+	void *zeroes; /* TGT_ZERO_BUF_SIZE zero bytes: fixed buffer 2 */
 	struct tgt_cqctx cqctx[8];
 	int nr_cqctx;
 	struct tgt_queue *queues;

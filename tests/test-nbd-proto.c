@@ -23,7 +23,9 @@
 #include "wire.h"
 
 #define SIZE (64ull << 20)
-#define ALL_FLAGS (RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES)
+#define ALL_FLAGS                                                                         \
+	(RB_EXP_FLUSH | RB_EXP_FUA | RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_NO_HOLE |   \
+	 RB_EXP_FAST_ZERO)
 
 static uint16_t get16(const uint8_t *p)
 {
@@ -110,6 +112,7 @@ static void test_desc(void)
 		   (NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA | NBD_FLAG_SEND_TRIM |
 		    NBD_FLAG_SEND_WRITE_ZEROES | NBD_FLAG_CAN_MULTI_CONN),
 	   "desc: flush/fua/trim/write-zeroes/multi-conn advertised");
+	ok(d.tflags & NBD_FLAG_SEND_FAST_ZERO, "desc: FAST_ZERO advertised");
 	is_int(d.min_block, 512, "desc: minimum = export block size");
 	is_int(d.pref_block, 4096, "desc: preferred 4096");
 	is_int(d.max_payload, 8u << 20, "desc: maximum as given");
@@ -120,6 +123,17 @@ static void test_desc(void)
 	ok(!(d.tflags & (NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES)),
 	   "desc: no trim/write-zeroes on a read-only export");
 	is_int(d.max_payload, 1000000 / 4096 * 4096, "desc: maximum rounded to blocks");
+
+	/* A target without NO_HOLE could deallocate what NO_HOLE zeroes. */
+	is_int(nbd_export_desc_init(&d, "old", SIZE, ALL_FLAGS & ~RB_EXP_NO_HOLE, 512, 1u << 20),
+	       0, "desc: target without NO_HOLE");
+	ok(!(d.tflags & (NBD_FLAG_SEND_WRITE_ZEROES | NBD_FLAG_SEND_FAST_ZERO)),
+	   "desc: no write-zeroes or FAST_ZERO without the target's NO_HOLE");
+	ok(d.tflags & NBD_FLAG_SEND_TRIM, "desc: trim still advertised");
+	is_int(nbd_export_desc_init(&d, "nf", SIZE, ALL_FLAGS & ~RB_EXP_FAST_ZERO, 512, 1u << 20),
+	       0, "desc: target without FAST_ZERO");
+	ok((d.tflags & NBD_FLAG_SEND_WRITE_ZEROES) && !(d.tflags & NBD_FLAG_SEND_FAST_ZERO),
+	   "desc: write-zeroes without FAST_ZERO");
 
 	is_int(nbd_export_desc_init(&d, "x", SIZE, 0, 8192, 1u << 20), 0, "desc: 8K blocks");
 	is_int(d.pref_block, 8192, "desc: preferred = block size when above 4096");
@@ -399,10 +413,22 @@ static void test_requests(const struct nbd_export_desc *rw, const struct nbd_exp
 	is_int(chk(rw, rq(NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FUA, 0, 4096),
 		   &err),
 	       NBD_RC_EXECUTE, "WRITE_ZEROES: NO_HOLE and FUA");
-	ok(chk(rw, rq(NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_FAST_ZERO, 0, 4096), &err) ==
-			   NBD_RC_REPLY &&
+	is_int(chk(rw, rq(NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_FAST_ZERO | NBD_CMD_FLAG_NO_HOLE, 0,
+			  4096),
+		   &err),
+	       NBD_RC_EXECUTE, "WRITE_ZEROES: FAST_ZERO advertised");
+	{
+		struct nbd_export_desc nf;
+
+		nbd_export_desc_init(&nf, "nf", SIZE, ALL_FLAGS & ~RB_EXP_FAST_ZERO, 512, 1u << 20);
+		ok(chk(&nf, rq(NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_FAST_ZERO, 0, 4096), &err) ==
+				   NBD_RC_REPLY &&
+			   err == NBD_EINVAL,
+		   "WRITE_ZEROES: FAST_ZERO not advertised EINVAL");
+	}
+	ok(chk(rw, rq(NBD_CMD_WRITE, NBD_CMD_FLAG_FAST_ZERO, 0, 4096), &err) == NBD_RC_REPLY &&
 		   err == NBD_EINVAL,
-	   "WRITE_ZEROES: FAST_ZERO not advertised EINVAL");
+	   "WRITE: FAST_ZERO EINVAL");
 	ok(chk(rw, rq(NBD_CMD_WRITE_ZEROES, 0, SIZE, 512), &err) == NBD_RC_REPLY &&
 		   err == NBD_ENOSPC,
 	   "WRITE_ZEROES: beyond the end ENOSPC");

@@ -208,6 +208,45 @@ static void test_invalid(void)
 	is_int(v(&c, &ctx, &f), RB_S_NOT_SUPPORTED, "discard unsupported");
 }
 
+/* NO_HOLE and FAST_ZERO: on WRITE_ZEROES, when the export advertises them. */
+static void test_zero_flags(void)
+{
+	struct rb_validate_ctx ctx = io_ctx();
+	static const uint8_t ops[] = { RB_OP_READ, RB_OP_WRITE, RB_OP_FLUSH, RB_OP_DISCARD };
+	static const uint8_t zf[] = { RB_CMD_F_NO_HOLE, RB_CMD_F_FAST_ZERO };
+	struct rb_capsule c;
+	const char *f;
+
+	ctx.export_flags |= RB_EXP_NO_HOLE | RB_EXP_FAST_ZERO;
+	c = io_cmd(RB_OP_WRITE_ZEROES, 0, 4096);
+	c.flags = RB_CMD_F_NO_HOLE;
+	is_int(v(&c, &ctx, &f), RB_S_SUCCESS, "NO_HOLE write zeroes");
+	c.flags = RB_CMD_F_FAST_ZERO;
+	is_int(v(&c, &ctx, &f), RB_S_SUCCESS, "FAST_ZERO write zeroes");
+	c.flags = RB_CMD_F_FUA | RB_CMD_F_NO_HOLE | RB_CMD_F_FAST_ZERO;
+	is_int(v(&c, &ctx, &f), RB_S_SUCCESS, "FUA|NO_HOLE|FAST_ZERO write zeroes");
+	for (size_t i = 0; i < sizeof(ops); i++) {
+		for (size_t j = 0; j < sizeof(zf); j++) {
+			c = io_cmd(ops[i], 0, ops[i] == RB_OP_FLUSH ? 0 : 4096);
+			c.flags = zf[j];
+			is_int(v(&c, &ctx, &f), RB_S_INVALID_FIELD, "%s with flag %#x refused",
+			       rb_opcode_name(ops[i]), zf[j]);
+			is_str(f, "flags", "names flags");
+		}
+	}
+	/* A target that does not advertise them: refused, not ignored. */
+	ctx.export_flags &= ~RB_EXP_NO_HOLE;
+	c = io_cmd(RB_OP_WRITE_ZEROES, 0, 4096);
+	c.flags = RB_CMD_F_NO_HOLE;
+	is_int(v(&c, &ctx, &f), RB_S_INVALID_FIELD, "NO_HOLE not advertised");
+	c.flags = RB_CMD_F_FAST_ZERO;
+	is_int(v(&c, &ctx, &f), RB_S_SUCCESS, "FAST_ZERO still advertised");
+	ctx.export_flags &= ~RB_EXP_FAST_ZERO;
+	is_int(v(&c, &ctx, &f), RB_S_INVALID_FIELD, "FAST_ZERO not advertised");
+	c.flags = 0x08;
+	is_int(v(&c, &ctx, &f), RB_S_INVALID_FIELD, "unknown flag on write zeroes");
+}
+
 static void test_admin(void)
 {
 	struct rb_validate_ctx ctx = { .admin = 1, .max_transfer = 128 << 10 };
@@ -499,6 +538,7 @@ int main(void)
 	test_names();
 	test_valid();
 	test_invalid();
+	test_zero_flags();
 	test_admin();
 	test_single_byte_mutations();
 	test_cm_req();

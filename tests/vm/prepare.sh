@@ -17,7 +17,7 @@ CACHE=${RDMABLK_VM_CACHE:-/var/cache/rdmablk-vm}
 KMETA=${RDMABLK_VM_KPKG:-linux-image-6.12-amd64}
 # Host packages: the VM itself, the initramfs tools, and what guest tests run from the host /.
 PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils coreutils util-linux iproute2
-rdmacm-utils ibverbs-utils ibverbs-providers"
+rdmacm-utils ibverbs-utils ibverbs-providers dosfstools"
 # Modules the initramfs needs before it can see the root file system.
 INITRD_MODS="9pnet_virtio 9p overlay"
 
