@@ -97,7 +97,7 @@ zb_store() {
 		"$INI_BIN" "$FE_URI" --nbd-socket "$PWD/nbd.sock" >sock.out 2>sock.log &
 		INI_PID=$!
 		vm_wait_for 60 grep -q "ready: export" sock.log || fe_fail "$_name: NBD socket"
-		vm_wait_for 10 test -S nbd.sock || fe_fail "$_name: no NBD socket"
+		vm_wait_for 60 test -S nbd.sock || fe_fail "$_name: no NBD socket"
 		"$ZERO_TOOL" "nbd+unix:///disk0?socket=$PWD/nbd.sock" fast "$_fast" ||
 			fe_fail "$_name: FAST_ZERO did not give '$_fast'"
 		kill -TERM "$INI_PID"
