@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The export table and configuration reload (SIGHUP).
+ * Exports: the export object (its backing store opened and probed, its
+ * counters), the export table, and configuration reload (SIGHUP).
  *
  * The table is an array of referenced exports.  Reactors look names up
  * only on the control path (CONNECT, LIST_EXPORTS) and take the table's
@@ -14,12 +15,123 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "checked.h"
 #include "log.h"
 #include "target.h"
+
+/* ---- the export object ------------------------------------------------------- */
+
+static int open_backing(const struct rb_export_conf *c, bool direct)
+{
+	int flags = (c->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+
+	if (direct)
+		flags |= O_DIRECT;
+	return open(c->path, flags);
+}
+
+int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle)
+{
+	struct stat st;
+	int ret;
+
+	memset(e, 0, sizeof(*e));
+	e->conf = *conf;
+	e->handle = handle;
+	e->direct = conf->direct;
+	e->fd = open_backing(conf, e->direct);
+	if (e->fd < 0 && e->direct && errno == EINVAL) {
+		rb_warn("export %s: %s: file system refuses O_DIRECT; using buffered I/O",
+			conf->name, conf->path);
+		e->direct = false;
+		e->fd = open_backing(conf, false);
+	}
+	if (e->fd < 0) {
+		ret = -errno;
+		rb_err("export %s: cannot open %s: %s", conf->name, conf->path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(e->fd, &st) < 0) {
+		ret = -errno;
+		rb_err("export %s: cannot stat %s: %s", conf->name, conf->path, strerror(-ret));
+		goto out_close;
+	}
+	e->dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+	e->ino = S_ISBLK(st.st_mode) ? 0 : st.st_ino;
+	if (S_ISREG(st.st_mode)) {
+		e->ops = &tgt_backend_file;
+	} else if (S_ISBLK(st.st_mode)) {
+		e->ops = &tgt_backend_blockdev;
+	} else {
+		rb_err("export %s: %s is neither a regular file nor a block device", conf->name,
+		       conf->path);
+		ret = -EINVAL;
+		goto out_close;
+	}
+	ret = e->ops->probe(e);
+	if (ret < 0) {
+		rb_err("export %s: cannot size %s: %s", conf->name, conf->path, strerror(-ret));
+		goto out_close;
+	}
+	e->page_size = (uint32_t)sysconf(_SC_PAGESIZE);
+	e->inline_writes = !e->direct && conf->inline_writes && !conf->read_only;
+	if (conf->read_only) {
+		e->flags |= RB_EXP_READ_ONLY;
+		e->flags &= ~(RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_NO_HOLE |
+			      RB_EXP_FAST_ZERO | RB_EXP_FUA);
+	}
+	if (e->size % e->block_size)
+		rb_warn("export %s: size %llu is not a multiple of block size %u; the tail is not "
+			"accessible",
+			conf->name, (unsigned long long)e->size, e->block_size);
+	e->size -= e->size % e->block_size;
+	return 0;
+
+out_close:
+	close(e->fd);
+	e->fd = -1;
+	return ret;
+}
+
+void tgt_export_log(const struct tgt_export *e)
+{
+	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s%s", e->conf.name, e->conf.path,
+		e->ops->name, (unsigned long long)e->size, e->block_size,
+		e->conf.read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
+		e->inline_writes ? ", inline writes" : "",
+		e->zero_fast ? "" : ", no native write-zeroes (FAST_ZERO refused)");
+}
+
+void tgt_export_close(struct tgt_export *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+}
+
+void tgt_export_dump_stats(const struct tgt_export *e)
+{
+	const struct tgt_export_stats *s = &e->stats;
+
+	rb_info("export %s stats: reads=%llu writes=%llu flushes=%llu fua_writes=%llu "
+		"discards=%llu write_zeroes=%llu errors=%llu inline_writes=%llu",
+		e->conf.name, (unsigned long long)atomic_load(&s->reads),
+		(unsigned long long)atomic_load(&s->writes),
+		(unsigned long long)atomic_load(&s->flushes),
+		(unsigned long long)atomic_load(&s->fua_writes),
+		(unsigned long long)atomic_load(&s->discards),
+		(unsigned long long)atomic_load(&s->write_zeroes),
+		(unsigned long long)atomic_load(&s->errors),
+		(unsigned long long)atomic_load(&s->inline_writes));
+}
+
+/* ---- the table --------------------------------------------------------------- */
 
 static struct tgt_export *export_new(struct tgt_target *t, const struct rb_export_conf *c)
 {
