@@ -65,16 +65,16 @@ int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uin
 	e->dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
 	e->ino = S_ISBLK(st.st_mode) ? 0 : st.st_ino;
 	if (S_ISREG(st.st_mode)) {
-		e->ops = &tgt_backend_file;
+		e->backend = &tgt_backend_file;
 	} else if (S_ISBLK(st.st_mode)) {
-		e->ops = &tgt_backend_blockdev;
+		e->backend = &tgt_backend_blockdev;
 	} else {
 		rb_err("export %s: %s is neither a regular file nor a block device", conf->name,
 		       conf->path);
 		ret = -EINVAL;
 		goto out_close;
 	}
-	ret = e->ops->probe(e);
+	ret = e->backend->probe(e);
 	if (ret < 0) {
 		rb_err("export %s: cannot size %s: %s", conf->name, conf->path, strerror(-ret));
 		goto out_close;
@@ -102,7 +102,7 @@ out_close:
 void tgt_export_log(const struct tgt_export *e)
 {
 	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s%s", e->conf.name, e->conf.path,
-		e->ops->name, (unsigned long long)e->size, e->block_size,
+		e->backend->name, (unsigned long long)e->size, e->block_size,
 		e->conf.read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
 		e->inline_writes ? ", inline writes" : "",
 		e->zero_fast ? "" : ", no native write-zeroes (FAST_ZERO refused)");
@@ -276,7 +276,7 @@ static bool same_export(const struct tgt_export *a, const struct tgt_export *b)
 	return strcmp(a->conf.path, b->conf.path) == 0 && a->conf.read_only == b->conf.read_only &&
 	       a->conf.direct == b->conf.direct && a->conf.inline_writes == b->conf.inline_writes &&
 	       same_hosts(&a->conf, &b->conf) && a->dev == b->dev && a->ino == b->ino &&
-	       a->ops == b->ops && a->size == b->size && a->block_size == b->block_size &&
+	       a->backend == b->backend && a->size == b->size && a->block_size == b->block_size &&
 	       a->phys_block_size == b->phys_block_size && a->flags == b->flags &&
 	       a->direct == b->direct;
 }

@@ -275,7 +275,7 @@ static unsigned int zero_chain_id(const struct tgt_req *req)
 
 static enum tgt_zero_method zero_method(const struct tgt_export *e, const struct tgt_req *req)
 {
-	return e->ops->zero_chains[zero_chain_id(req)].m[req->z.idx];
+	return e->backend->zero_chains[zero_chain_id(req)].m[req->z.idx];
 }
 
 /* Method z.idx of the chain is unsupported: the next one, for this request
@@ -283,7 +283,7 @@ static enum tgt_zero_method zero_method(const struct tgt_export *e, const struct
 static void zero_step_down(struct tgt_export *e, struct tgt_req *req, int res)
 {
 	unsigned int id = zero_chain_id(req);
-	const struct tgt_zero_chain *ch = &e->ops->zero_chains[id];
+	const struct tgt_zero_chain *ch = &e->backend->zero_chains[id];
 	unsigned int next = req->z.idx + 1u, cur = atomic_load(&e->zero_first[id]);
 
 	assert(next < ch->n); /* writing zeroes never counts as unsupported */
@@ -438,11 +438,11 @@ static void prep_write_zeroes(struct tgt_export *e, struct tgt_req *req, struct 
 	uint32_t chunk;
 
 	if (req->fua_sync) {
-		e->ops->prep_flush(e, sqe);
+		tgt_io_prep_flush(e, sqe);
 		return;
 	}
 	if (m != TGT_ZM_WRITE) {
-		e->ops->prep_zero(e, sqe, m, req->z.step, off, len);
+		tgt_io_prep_zero(e, sqe, m, req->z.step, off, len);
 		return;
 	}
 	/* Ranges are block aligned and the buffer a multiple of any block
@@ -450,8 +450,8 @@ static void prep_write_zeroes(struct tgt_export *e, struct tgt_req *req, struct 
 	chunk = len - (uint32_t)req->z.done;
 	if (chunk > TGT_ZERO_BUF_SIZE)
 		chunk = TGT_ZERO_BUF_SIZE;
-	e->ops->prep_write(e, sqe, req->q->r->zeroes, chunk, off + req->z.done, TGT_BUF_ZEROES,
-			   false);
+	tgt_io_prep_write(e, sqe, req->q->r->zeroes, chunk, off + req->z.done, TGT_BUF_ZEROES,
+			  false);
 }
 
 static void execute(struct tgt_req *req)
@@ -470,13 +470,12 @@ static void execute(struct tgt_req *req)
 		return;
 	}
 	e = q->session->export;
-	if (c->opcode == RB_OP_WRITE &&
-	    tgt_export_write_inline(e, off, len, c->flags & RB_CMD_F_FUA)) {
+	if (c->opcode == RB_OP_WRITE && tgt_io_write_inline(e, off, len, c->flags & RB_CMD_F_FUA)) {
 		int res;
 
 		req->state = REQ_EXECUTING;
 		q->io_inflight++;
-		res = e->ops->write_now(e, req->buf, len, off);
+		res = tgt_io_write_now(e, req->buf, len, off);
 		if (res >= 0)
 			atomic_fetch_add_explicit(&e->stats.inline_writes, 1,
 						  memory_order_relaxed);
@@ -500,12 +499,12 @@ static void execute(struct tgt_req *req)
 	}
 	idx = req->buf_from_pool ? TGT_BUF_POOL : TGT_BUF_INCAP;
 	switch (c->opcode) {
-	case RB_OP_READ: e->ops->prep_read(e, sqe, req->buf, len, off, idx); break;
+	case RB_OP_READ: tgt_io_prep_read(e, sqe, req->buf, len, off, idx); break;
 	case RB_OP_WRITE:
-		e->ops->prep_write(e, sqe, req->buf, len, off, idx, c->flags & RB_CMD_F_FUA);
+		tgt_io_prep_write(e, sqe, req->buf, len, off, idx, c->flags & RB_CMD_F_FUA);
 		break;
-	case RB_OP_FLUSH: e->ops->prep_flush(e, sqe); break;
-	case RB_OP_DISCARD: e->ops->prep_discard(e, sqe, off, len); break;
+	case RB_OP_FLUSH: tgt_io_prep_flush(e, sqe); break;
+	case RB_OP_DISCARD: tgt_io_prep_discard(e, sqe, off, len); break;
 	case RB_OP_WRITE_ZEROES: prep_write_zeroes(e, req, sqe); break;
 	default: assert(!"validated opcode");
 	}

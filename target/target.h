@@ -16,7 +16,6 @@
 #include "transport.h"
 #include "wire.h"
 
-struct tgt_backend_ops;
 struct tgt_reactor;
 struct tgt_queue;
 
@@ -55,7 +54,7 @@ enum { TGT_ZC_DEALLOC, TGT_ZC_NO_HOLE, TGT_ZC_NR };
 
 struct tgt_export {
 	struct rb_export_conf conf; /* a copy: the loaded config is freed on reload */
-	const struct tgt_backend_ops *ops;
+	const struct tgt_backend *backend;
 	atomic_uint refs; /* the export table's and one per session */
 	int fd;
 	dev_t dev; /* backing store identity: a reload that finds another */
@@ -66,7 +65,7 @@ struct tgt_export {
 	uint32_t flags; /* RB_EXP_* */
 	uint32_t handle; /* non-zero, new for every export opened */
 	bool direct; /* O_DIRECT in effect */
-	bool inline_writes; /* buffered and conf->inline_writes: see tgt_export_write_inline */
+	bool inline_writes; /* buffered and conf->inline_writes: see tgt_io_write_inline */
 	uint32_t page_size;
 	/* Per zero chain: the first method not known to be unsupported. */
 	atomic_uint zero_first[TGT_ZC_NR];
@@ -77,35 +76,42 @@ struct tgt_export {
 	struct tgt_export_stats stats;
 };
 
-/* One export backend per kind of backing store (nbdkit struct backend). */
-struct tgt_backend_ops {
+/*
+ * One backend per kind of backing store (nbdkit's struct backend): how it is
+ * sized and how it zeroes.  Both kinds do their I/O alike (tgt_io_*).
+ */
+struct tgt_backend {
 	const char *name;
 	/* Fill size/block sizes/flags from the open fd. */
 	int (*probe)(struct tgt_export *e);
-	/* Prepare one SQE for the operation; buf is in registered buffer idx. */
-	void (*prep_read)(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
-			  uint64_t off, int buf_index);
-	void (*prep_write)(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
-			   uint32_t len, uint64_t off, int buf_index, bool fua);
-	void (*prep_flush)(struct tgt_export *e, struct io_uring_sqe *sqe);
-	void (*prep_discard)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
-			     uint64_t len);
-	/* WRITE_ZEROES: chains by TGT_ZC_*; prep_zero for every method but
-	 * TGT_ZM_WRITE (step 1: the second half of TGT_ZM_PUNCH_ALLOC). */
+	/* WRITE_ZEROES: chains by TGT_ZC_*. */
 	const struct tgt_zero_chain *zero_chains;
-	void (*prep_zero)(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
-			  int step, uint64_t off, uint64_t len);
-	/* Write now, in the calling thread: bytes written or -errno. */
-	int (*write_now)(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 };
 
-extern const struct tgt_backend_ops tgt_backend_file;
-extern const struct tgt_backend_ops tgt_backend_blockdev;
+extern const struct tgt_backend tgt_backend_file;
+extern const struct tgt_backend tgt_backend_blockdev;
+
+/* backend_file.c: I/O on an export's fd.  Prepare one SQE; buf lies in the
+ * reactor's registered buffer buf_index (TGT_BUF_*). */
+void tgt_io_prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
+		      uint64_t off, int buf_index);
+void tgt_io_prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
+		       uint32_t len, uint64_t off, int buf_index, bool fua);
+void tgt_io_prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe);
+void tgt_io_prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
+			 uint64_t len);
+/* A zeroing method of the chain but TGT_ZM_WRITE (step 1: the second half
+ * of TGT_ZM_PUNCH_ALLOC). */
+void tgt_io_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
+		      int step, uint64_t off, uint64_t len);
+/* Whether the reactor writes this itself, with tgt_io_write_now: bytes
+ * written or -errno. */
+bool tgt_io_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
+int tgt_io_write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 
 int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle);
 void tgt_export_close(struct tgt_export *e);
 void tgt_export_log(const struct tgt_export *e);
-bool tgt_export_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
 void tgt_export_dump_stats(const struct tgt_export *e);
 
 /* A host's association: created by CONNECT on an admin queue. */
