@@ -114,7 +114,7 @@ void tgt_export_close(struct tgt_export *e);
 void tgt_export_log(const struct tgt_export *e);
 void tgt_export_dump_stats(const struct tgt_export *e);
 
-/* A host's association: created by CONNECT on an admin queue. */
+/* A host's association: created by CONNECT on an admin queue (session.c). */
 struct tgt_session {
 	uint64_t id;
 	struct tgt_export *export; /* NULL for a discovery session */
@@ -135,6 +135,10 @@ struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason
 void tgt_session_unbind(struct tgt_session *s, uint16_t qid);
 void tgt_session_put(struct tgt_session *s);
 void tgt_session_kill(struct tgt_session *s);
+/* CONNECT with replaces = id: end that session, if it is this host's on this
+ * export, and return it with a reference (NULL: no such predecessor). */
+struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid,
+						 const char *export_name);
 
 /*
  * Life cycle of one command on the target (SPDK nvmf_rdma_request_process).
