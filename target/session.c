@@ -27,6 +27,16 @@ static uint64_t new_session_id(void)
 	return id;
 }
 
+/* Under sessions_lock. */
+static struct tgt_session *find_locked(uint64_t id)
+{
+	struct tgt_session *s = sessions;
+
+	while (s && s->id != id)
+		s = s->next;
+	return s;
+}
+
 struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid, uint16_t nq,
 				       uint16_t depth, uint32_t kato_ms)
 {
@@ -53,9 +63,7 @@ struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason
 	struct tgt_session *s;
 
 	pthread_mutex_lock(&sessions_lock);
-	for (s = sessions; s; s = s->next)
-		if (s->id == id)
-			break;
+	s = find_locked(id);
 	if (!s || atomic_load(&s->dead) || !s->export) {
 		*reason = RB_REJ_NO_SESSION;
 		s = NULL;
@@ -115,9 +123,7 @@ struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid
 	unsigned int refs;
 
 	pthread_mutex_lock(&sessions_lock);
-	for (s = sessions; s; s = s->next)
-		if (s->id == id)
-			break;
+	s = find_locked(id);
 	/* By name: a reload may have replaced the export object meanwhile. */
 	if (s && (!s->export || strcmp(s->export->conf.name, export_name) != 0 ||
 		  strcmp(s->hostid, hostid) != 0))
