@@ -602,6 +602,56 @@ void tgt_reactor_kick_pending(struct tgt_reactor *r)
 	}
 }
 
+static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct tgt_recv *rv = rb_container_of(wc->cqe, struct tgt_recv, cqe);
+	struct tgt_queue *q = rv->q;
+
+	rv->posted = false;
+	q->wr_outstanding--;
+	if (wc->status != RB_WC_SUCCESS) {
+		if (wc->status != RB_WC_FLUSH_ERR)
+			rb_err("queue %u (peer %s, qp %u): receive failed: status %d", q->qid,
+			       q->peer, q->qpn, wc->status);
+		/* A host that sent DISCONNECT may close as soon as it has the
+		 * answer, before our own close: that is no error. */
+		tgt_queue_fail(q, q->disconnect_requested ? "host sent DISCONNECT" :
+							    "receive error");
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	if (q->dead) {
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	q->r->arrivals++;
+	tgt_req_start(q, rv, wc->byte_len);
+}
+
+int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
+{
+	struct rb_sge sg[2] = {
+		{ .addr = rv->capsule, .length = RB_CAPSULE_SIZE, .lkey = q->capsule_mr->lkey },
+		{ .addr = rv->incap, .length = q->incapsule, .lkey = q->cx->incap_mr->lkey },
+	};
+	int ret;
+
+	if (q->dead)
+		return -ENOTCONN;
+	rv->cqe.done = recv_done;
+	ret = q->cx->ops->post_recv(q->conn, &rv->cqe, sg, q->incapsule ? 2 : 1);
+	if (ret) {
+		rb_err("queue %u (peer %s, qp %u): post receive: %s", q->qid, q->peer, q->qpn,
+		       strerror(-ret));
+		if (q->accepted)
+			tgt_queue_fail(q, "post receive failed");
+		return ret;
+	}
+	rv->posted = true;
+	q->wr_outstanding++;
+	return 0;
+}
+
 static void validate_ctx(const struct tgt_queue *q, uint32_t byte_len,
 			 struct rb_validate_ctx *ctx)
 {
