@@ -172,7 +172,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 		goto out_reject;
 	/* Post a receive for every credit before accepting: RNR cannot happen. */
 	for (uint16_t i = 0; i < q->depth; i++) {
-		ret = tgt_queue_post_recv(q, &q->recvs[i]);
+		ret = tgt_req_post_recv(q, &q->recvs[i]);
 		if (ret)
 			break;
 	}

@@ -273,11 +273,11 @@ static int reactor_round(struct tgt_reactor *r)
 		if (n > 0)
 			work += n;
 	}
-	tgt_reactor_kick_pending(r);
+	tgt_req_kick_pending(r);
 	for (int pass = 0; pass < 8 && r->sq_pending; pass++) {
 		submit_ring(r);
 		work += drain_ring(r);
-		tgt_reactor_kick_pending(r);
+		tgt_req_kick_pending(r);
 	}
 	/* A bounded round may leave SQEs: they go out before the next wait. */
 	submit_ring(r);

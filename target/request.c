@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Command processing on the target: the state machine of enum
- * tgt_req_state, driven by receive, transfer and io_uring completions.
- * Resource shortages park a request on one pending queue per resource
- * (data buffers and SQ space per reactor, RDMA READ slots per queue).
+ * A command's path through the target, from the receive slot it arrives in
+ * to its answer: the state machine of enum tgt_req_state, driven by
+ * receive, transfer and io_uring completions.  Resource shortages park a
+ * request on one pending queue per resource (data buffers and SQ space per
+ * reactor, RDMA READ slots per queue); a command that finds no free request
+ * parks its receive slot on the queue.  Admin commands execute in admin.c.
  */
 #include "config.h"
 
@@ -14,6 +16,9 @@
 #include "checked.h"
 #include "log.h"
 #include "target.h"
+
+static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
+static void req_process(struct tgt_req *req);
 
 static void enqueue(struct tgt_req ***tail, struct tgt_req *req)
 {
@@ -35,6 +40,18 @@ static struct tgt_req *dequeue(struct tgt_req **head, struct tgt_req ***tail)
 	return req;
 }
 
+/* Give the receive slot back to the transport (repost), once its data is used. */
+static void req_release_recv(struct tgt_req *req)
+{
+	struct tgt_recv *rv = req->recv;
+
+	if (!rv)
+		return;
+	req->recv = NULL;
+	if (!req->q->dead)
+		tgt_req_post_recv(req->q, rv);
+}
+
 static void req_free(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
@@ -44,7 +61,7 @@ static void req_free(struct tgt_req *req)
 		rb_bufpool_put(&q->r->pool, req->buf);
 	req->buf = NULL;
 	req->buf_from_pool = false;
-	tgt_req_release_recv(req);
+	req_release_recv(req);
 	req->state = REQ_FREE;
 	req->next = q->free_reqs;
 	q->free_reqs = req;
@@ -54,23 +71,11 @@ static void req_free(struct tgt_req *req)
 		q->parked = rv->next;
 		if (!q->parked)
 			q->parked_tail = &q->parked;
-		tgt_req_start(q, rv, rv->byte_len);
+		req_start(q, rv, rv->byte_len);
 		return;
 	}
 	if (q->dead)
 		tgt_queue_maybe_destroy(q);
-}
-
-/* Give the receive slot back to the transport (repost), once its data is used. */
-void tgt_req_release_recv(struct tgt_req *req)
-{
-	struct tgt_recv *rv = req->recv;
-
-	if (!rv)
-		return;
-	req->recv = NULL;
-	if (!req->q->dead)
-		tgt_queue_post_recv(req->q, rv);
 }
 
 static void wr_done_common(struct tgt_req *req, struct rb_wc *wc, const char *what)
@@ -127,13 +132,13 @@ static void read_done(struct rb_cq *cq, struct rb_wc *wc)
 	/* A freed READ slot lets the next waiting request go. */
 	next = dequeue(&q->pending_read, &q->pending_read_tail);
 	if (next)
-		tgt_req_process(next);
+		req_process(next);
 	if (q->dead) {
 		req_free(req);
 		return;
 	}
 	req->state = REQ_READY_TO_EXECUTE;
-	tgt_req_process(req);
+	req_process(req);
 }
 
 /* Post the response (after an RDMA WRITE of read data, if any: RC keeps order). */
@@ -154,7 +159,7 @@ void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result)
 	/* The receive's in-capsule data is no longer needed: repost it now so
 	 * the host's next command, sent as soon as it sees this response, has
 	 * a receive waiting. */
-	tgt_req_release_recv(req);
+	req_release_recv(req);
 	if (q->dead) {
 		/* An RDMA WRITE of admin data posted to the dead connection
 		 * still completes (flushed): write_done frees the request. */
@@ -339,7 +344,7 @@ static bool zero_step_done(struct tgt_export *e, struct tgt_req *req, int *res)
 static void next_step(struct tgt_req *req)
 {
 	req->state = REQ_READY_TO_EXECUTE;
-	tgt_req_process(req);
+	req_process(req);
 }
 
 void tgt_req_io_done(struct tgt_req *req, int res)
@@ -547,7 +552,7 @@ static void post_read_from_host(struct tgt_req *req)
 }
 
 /* Advance a request as far as its resources allow. */
-void tgt_req_process(struct tgt_req *req)
+static void req_process(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
 	struct tgt_reactor *r = q->r;
@@ -557,7 +562,7 @@ void tgt_req_process(struct tgt_req *req)
 	case REQ_NEW:
 		if (!needs_pool_buffer(c)) {
 			req->state = REQ_READY_TO_EXECUTE;
-			tgt_req_process(req);
+			req_process(req);
 			return;
 		}
 		req->state = REQ_NEED_BUFFER;
@@ -588,17 +593,17 @@ void tgt_req_process(struct tgt_req *req)
 	}
 }
 
-void tgt_reactor_kick_pending(struct tgt_reactor *r)
+void tgt_req_kick_pending(struct tgt_reactor *r)
 {
 	struct tgt_req *req;
 
 	while (r->pending_buf && r->pool.nfree) {
 		req = dequeue(&r->pending_buf, &r->pending_buf_tail);
-		tgt_req_process(req);
+		req_process(req);
 	}
 	while (r->pending_exec && io_uring_sq_space_left(&r->ring)) {
 		req = dequeue(&r->pending_exec, &r->pending_exec_tail);
-		tgt_req_process(req);
+		req_process(req);
 	}
 }
 
@@ -625,10 +630,10 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 		return;
 	}
 	q->r->arrivals++;
-	tgt_req_start(q, rv, wc->byte_len);
+	req_start(q, rv, wc->byte_len);
 }
 
-int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
+int tgt_req_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
 {
 	struct rb_sge sg[2] = {
 		{ .addr = rv->capsule, .length = RB_CAPSULE_SIZE, .lkey = q->capsule_mr->lkey },
@@ -672,7 +677,7 @@ static void validate_ctx(const struct tgt_queue *q, uint32_t byte_len,
 }
 
 /* A capsule arrived in receive slot rv: the one entry point for host input. */
-void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
+static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 {
 	struct rb_validate_ctx ctx;
 	struct rb_validate_err err;
@@ -742,7 +747,7 @@ void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 	if (req->cmd.sgl.type == RB_SGL_INCAPSULE) {
 		req->buf = rv->incap; /* recv stays held until the write executes */
 	} else {
-		tgt_req_release_recv(req);
+		req_release_recv(req);
 	}
-	tgt_req_process(req);
+	req_process(req);
 }

@@ -326,7 +326,6 @@ uint64_t tgt_now_ns(void);
 int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m);
 void tgt_queue_fail(struct tgt_queue *q, const char *why);
 void tgt_queue_maybe_destroy(struct tgt_queue *q);
-int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv);
 /* Stopping: refuse new commands, close idle queues; force closes all. */
 void tgt_queue_drain(struct tgt_reactor *r, bool force);
 /* Once a tick: fail the queue if the host left a transfer or response
@@ -334,12 +333,12 @@ void tgt_queue_drain(struct tgt_reactor *r, bool force);
 bool tgt_queue_check_transfers(struct tgt_queue *q);
 
 /* request.c */
-void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
-void tgt_req_process(struct tgt_req *req);
+/* Post receive slot rv; its completion starts a command. */
+int tgt_req_post_recv(struct tgt_queue *q, struct tgt_recv *rv);
 void tgt_req_io_done(struct tgt_req *req, int res);
 void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result);
-void tgt_reactor_kick_pending(struct tgt_reactor *r);
-void tgt_req_release_recv(struct tgt_req *req);
+/* Requests waiting for a data buffer or SQ space: go on as far as they can. */
+void tgt_req_kick_pending(struct tgt_reactor *r);
 /* RDMA WRITE len bytes at buf+buf_off to the host's sgl.addr+buf_off, then respond. */
 void tgt_req_reply_data(struct tgt_req *req, uint32_t buf_off, uint32_t len, uint16_t status,
 			uint64_t result);
