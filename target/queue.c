@@ -109,7 +109,7 @@ static int queue_alloc(struct tgt_queue *q)
 	return 0;
 }
 
-int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
+int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_cqctx *cx)
 {
 	const struct rb_target_conf *conf = &r->t->conf;
 	const struct rb_cm_req *cr = &m->req;
@@ -121,9 +121,14 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 	struct tgt_queue *q;
 	int ret;
 
+	/* Set before the reactors are told to stop: none takes a queue then. */
 	if (atomic_load(&r->t->draining)) {
 		reject(m, RB_REJ_SHUTTING_DOWN);
 		return -ESHUTDOWN;
+	}
+	if (!cx) {
+		reject(m, RB_REJ_NO_RESOURCES); /* cqctx_get logged why */
+		return -ENODEV;
 	}
 	/* rb_check_cm_req() passed it: depth > 0, an admin queue names no session. */
 	if (qid == 0) {
@@ -158,15 +163,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 	q->parked_tail = &q->parked;
 	q->last_cmd_ns = tgt_now_ns();
 	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
-	q->cx = NULL;
-	for (int i = 0; i < r->nr_cqctx; i++)
-		if (r->cqctx[i].cq && r->cqctx[i].ops == m->ops &&
-		    r->cqctx[i].domain == m->ops->conn_domain(m->conn))
-			q->cx = &r->cqctx[i];
-	if (!q->cx) {
-		ret = -ENODEV;
-		goto out_reject;
-	}
+	q->cx = cx;
 	ret = queue_alloc(q);
 	if (ret)
 		goto out_reject;

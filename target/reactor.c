@@ -166,17 +166,9 @@ static void handle_inbox(struct tgt_reactor *r)
 
 	while (m) {
 		struct tgt_conn_msg *next = m->next;
-		struct rb_domain *d = m->ops->conn_domain(m->conn);
-		struct tgt_cqctx *cx = cqctx_get(r, m->ops, d);
-		struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
-					 .version = rb_le16(RB_PROTO_VERSION),
-					 .reason = rb_le16(RB_REJ_NO_RESOURCES) };
 
-		/* tgt_queue_create rejects and logs on its own failures. */
-		if (!cx || atomic_load(&r->stopping))
-			m->ops->reject(m->conn, &rej, sizeof(rej));
-		else
-			tgt_queue_create(r, m);
+		/* It accepts or rejects the request, and logs why not. */
+		tgt_queue_create(r, m, cqctx_get(r, m->ops, m->ops->conn_domain(m->conn)));
 		free(m);
 		m = next;
 	}

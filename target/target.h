@@ -323,7 +323,9 @@ struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r);
 uint64_t tgt_now_ns(void);
 
 /* queue.c */
-int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m);
+/* Accept the connection request m as a queue on cx (its transport domain's
+ * CQ context; NULL: none could be set up), or reject it. */
+int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_cqctx *cx);
 void tgt_queue_fail(struct tgt_queue *q, const char *why);
 void tgt_queue_maybe_destroy(struct tgt_queue *q);
 /* Stopping: refuse new commands, close idle queues; force closes all. */
