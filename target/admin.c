@@ -213,6 +213,7 @@ void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns)
 		next = q->next; /* answering may destroy a dead queue */
 		if (!q->replacing)
 			continue;
+		assert(req->state == REQ_WAIT_PREDECESSOR);
 		quiet = atomic_load(&q->replacing->refs) == 1; /* ours only */
 		if (!quiet && !q->dead && now_ns < q->replace_deadline_ns)
 			continue;

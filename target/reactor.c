@@ -215,9 +215,10 @@ static int drain_ring(struct tgt_reactor *r)
 			int res = cqes[i]->res;
 
 			io_uring_cqe_seen(&r->ring, cqes[i]);
-			if ((ud & ((1u << TGT_UD_KIND_BITS) - 1)) == TGT_UD_REQ)
-				tgt_req_io_done((struct tgt_req *)(uintptr_t)(ud & ~(uint64_t)7),
-						res);
+			if ((ud & TGT_UD_KIND_MASK) == TGT_UD_REQ)
+				tgt_req_io_done(
+					(struct tgt_req *)(uintptr_t)(ud & ~(uint64_t)TGT_UD_KIND_MASK),
+					res);
 		}
 		total += n;
 	} while (n == CQE_BATCH);

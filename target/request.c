@@ -206,11 +206,16 @@ static int transfer_to_host(struct tgt_req *req, uint32_t buf_off, uint32_t len,
 	return 0;
 }
 
-/* Send the response for an executed command, with read data first. */
+/* Send the response for an executed command, with read data first (a dead
+ * queue's is dropped unanswered, like those still in flight). */
 static void finish_executed(struct tgt_req *req)
 {
 	const struct rb_capsule *c = &req->cmd;
 
+	if (req->q->dead) {
+		req_free(req);
+		return;
+	}
 	if (req->status == RB_S_SUCCESS && c->opcode == RB_OP_READ &&
 	    transfer_to_host(req, 0, rb_from_le32(c->length), rb_from_le64(c->sgl.addr),
 			     rb_from_le32(c->sgl.key)))
@@ -377,7 +382,6 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 		return;
 	}
 	count_op(e, c, res);
-	req->state = REQ_EXECUTED;
 	if (res < 0) {
 		rb_err("export %s: %s offset %llu length %u (peer %s, queue %u): %s",
 		       e->conf.name, rb_opcode_name(c->opcode),
@@ -397,10 +401,6 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 		req->status = RB_S_SUCCESS;
 	}
 	req->result = 0;
-	if (q->dead) {
-		req_free(req);
-		return;
-	}
 	finish_executed(req);
 }
 
@@ -413,13 +413,8 @@ static void finish_now(struct tgt_req *req, uint16_t status)
 
 	if (status == RB_S_SUCCESS)
 		count_op(e, &req->cmd, 0);
-	req->state = REQ_EXECUTED;
 	req->status = status;
 	req->result = 0;
-	if (req->q->dead) {
-		req_free(req);
-		return;
-	}
 	finish_executed(req);
 }
 
@@ -612,7 +607,6 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 	struct tgt_recv *rv = rb_container_of(wc->cqe, struct tgt_recv, cqe);
 	struct tgt_queue *q = rv->q;
 
-	rv->posted = false;
 	q->wr_outstanding--;
 	if (wc->status != RB_WC_SUCCESS) {
 		if (wc->status != RB_WC_FLUSH_ERR)
@@ -652,7 +646,6 @@ int tgt_req_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
 			tgt_queue_fail(q, "post receive failed");
 		return ret;
 	}
-	rv->posted = true;
 	q->wr_outstanding++;
 	return 0;
 }

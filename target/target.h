@@ -156,7 +156,6 @@ enum tgt_req_state {
 	/* CONNECT replacing a session: until that session's commands finish
 	 * (queue->replacing), so none of them can land after a re-issued one. */
 	REQ_WAIT_PREDECESSOR,
-	REQ_EXECUTED, /* backend done; status known */
 	REQ_COMPLETING, /* (RDMA WRITE +) response SEND posted; waiting completions */
 };
 
@@ -165,7 +164,6 @@ struct tgt_recv {
 	struct tgt_queue *q;
 	struct rb_capsule *capsule; /* slot in queue's capsule region */
 	void *incap; /* in-capsule data buffer (reactor's incap pool) */
-	bool posted;
 	uint32_t byte_len; /* while parked */
 	struct tgt_recv *next; /* queue's parked list */
 };
@@ -356,6 +354,7 @@ void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns);
 
 /* io_uring user_data: request pointer with a kind tag in the low bits. */
 #define TGT_UD_KIND_BITS 3
+#define TGT_UD_KIND_MASK ((1u << TGT_UD_KIND_BITS) - 1)
 #define TGT_UD_REQ 1u
 _Static_assert(_Alignof(struct tgt_req) >= (1 << TGT_UD_KIND_BITS), "tag bits fit");
 
