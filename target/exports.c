@@ -36,7 +36,7 @@ static int open_backing(const struct rb_export_conf *c, bool direct)
 	return open(c->path, flags);
 }
 
-int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle)
+static int export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle)
 {
 	struct stat st;
 	int ret;
@@ -99,7 +99,7 @@ out_close:
 	return ret;
 }
 
-void tgt_export_log(const struct tgt_export *e)
+static void export_log(const struct tgt_export *e)
 {
 	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s%s", e->conf.name, e->conf.path,
 		e->backend->name, (unsigned long long)e->size, e->block_size,
@@ -108,7 +108,7 @@ void tgt_export_log(const struct tgt_export *e)
 		e->zero_fast ? "" : ", no native write-zeroes (FAST_ZERO refused)");
 }
 
-void tgt_export_close(struct tgt_export *e)
+static void export_close(struct tgt_export *e)
 {
 	if (e->fd >= 0)
 		close(e->fd);
@@ -143,7 +143,7 @@ static struct tgt_export *export_new(struct tgt_target *t, const struct rb_expor
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = tgt_export_open(e, c, ++t->next_handle);
+	ret = export_open(e, c, ++t->next_handle);
 	if (ret < 0) {
 		free(e);
 		errno = -ret;
@@ -156,7 +156,7 @@ static struct tgt_export *export_new(struct tgt_target *t, const struct rb_expor
 /* An export opened but never in the table: nothing to report. */
 static void export_discard(struct tgt_export *e)
 {
-	tgt_export_close(e);
+	export_close(e);
 	free(e);
 }
 
@@ -165,7 +165,7 @@ void tgt_export_put(struct tgt_export *e)
 	if (atomic_fetch_sub(&e->refs, 1) != 1)
 		return;
 	tgt_export_dump_stats(e);
-	tgt_export_close(e);
+	export_close(e);
 	free(e);
 }
 
@@ -211,7 +211,7 @@ int tgt_exports_open(struct tgt_target *t, const struct rb_target_conf *c)
 		return ret;
 	t->nr_exports = c->nr_exports;
 	for (int i = 0; i < t->nr_exports; i++)
-		tgt_export_log(t->exports[i]);
+		export_log(t->exports[i]);
 	return 0;
 }
 
@@ -357,11 +357,11 @@ int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level)
 		} else if (cur) {
 			changed++;
 			rb_info("reload: export %s changed; new sessions use:", cur->conf.name);
-			tgt_export_log(fresh[i]);
+			export_log(fresh[i]);
 		} else {
 			added++;
 			rb_info("reload: export %s added:", fresh[i]->conf.name);
-			tgt_export_log(fresh[i]);
+			export_log(fresh[i]);
 		}
 	}
 	pthread_mutex_lock(&t->exports_lock);

@@ -3,7 +3,8 @@
  * Reactor threads.  Each owns its io_uring, its buffer pools, one
  * completion queue per transport domain, and the queues (connections)
  * handed to it.  Nothing here is shared with other reactors except the
- * inbox (control path, mutex) and the session table (control path).
+ * inbox (control path, mutex) and the session and export tables (control
+ * path, session.c and exports.c).
  */
 #include "config.h"
 

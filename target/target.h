@@ -88,6 +88,7 @@ struct tgt_backend {
 	const struct tgt_zero_chain *zero_chains;
 };
 
+/* backend_file.c */
 extern const struct tgt_backend tgt_backend_file;
 extern const struct tgt_backend tgt_backend_blockdev;
 
@@ -108,11 +109,6 @@ void tgt_io_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_z
  * written or -errno. */
 bool tgt_io_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
 int tgt_io_write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
-
-int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle);
-void tgt_export_close(struct tgt_export *e);
-void tgt_export_log(const struct tgt_export *e);
-void tgt_export_dump_stats(const struct tgt_export *e);
 
 /* A host's association: created by CONNECT on an admin queue (session.c). */
 struct tgt_session {
@@ -295,9 +291,9 @@ struct tgt_target {
 	atomic_bool draining;
 };
 
-/* exports.c: the export table.  A session holds a reference to its export,
- * so an export a reload removes or replaces serves its sessions until the
- * last one ends. */
+/* exports.c: the export objects and their table.  A session holds a
+ * reference to its export, so an export a reload removes or replaces serves
+ * its sessions until the last one ends. */
 int tgt_exports_open(struct tgt_target *t, const struct rb_target_conf *c);
 void tgt_exports_close(struct tgt_target *t);
 /* The export called name with a reference, or NULL. */
@@ -307,6 +303,8 @@ void tgt_export_put(struct tgt_export *e);
 void tgt_exports_foreach(struct tgt_target *t, void (*fn)(const struct tgt_export *e, void *arg),
 			 void *arg);
 int tgt_exports_count(struct tgt_target *t);
+/* Log the export's counters (at its end and on SIGUSR1). */
+void tgt_export_dump_stats(const struct tgt_export *e);
 /* Re-read path: new exports, removed ones, changed ones (conf or backing
  * store); [target] keys take effect at restart, except log-level.  All or
  * nothing: on any error the running exports stay.  0 or -errno, logged. */
