@@ -602,6 +602,7 @@ void tgt_req_kick_pending(struct tgt_reactor *r)
 	}
 }
 
+/* A receive slot completed: a capsule arrived, or the connection is gone. */
 static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 {
 	struct tgt_recv *rv = rb_container_of(wc->cqe, struct tgt_recv, cqe);
