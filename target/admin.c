@@ -1,109 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Admin queue commands (CONNECT, LIST_EXPORTS, KEEPALIVE, DISCONNECT) and
- * the session table.  Sessions are control-path objects shared between
- * reactors, so the table takes a mutex; the I/O path never does.
+ * Admin queue commands: CONNECT (a session, or a discovery session),
+ * LIST_EXPORTS, KEEPALIVE, DISCONNECT; and the admin queue's timers
+ * (keep-alive, a CONNECT waiting for the session it replaces).
  */
 #include "config.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "checked.h"
 #include "log.h"
 #include "target.h"
-
-static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tgt_session *sessions;
-
-static uint64_t new_session_id(void)
-{
-	uint64_t id = 0;
-
-	/* Unguessable, non-zero: an I/O queue names its session by this id. */
-	while (id == 0)
-		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-			id = (uint64_t)tgt_now_ns();
-	return id;
-}
-
-struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid, uint16_t nq,
-				       uint16_t depth, uint32_t kato_ms)
-{
-	struct tgt_session *s = calloc(1, sizeof(*s));
-
-	if (!s)
-		return NULL;
-	s->id = new_session_id();
-	s->export = e;
-	snprintf(s->hostid, sizeof(s->hostid), "%s", hostid);
-	s->nr_io_queues = nq;
-	s->queue_depth = depth;
-	s->kato_ms = kato_ms;
-	atomic_init(&s->refs, 1); /* the admin queue's */
-	pthread_mutex_lock(&sessions_lock);
-	s->next = sessions;
-	sessions = s;
-	pthread_mutex_unlock(&sessions_lock);
-	return s;
-}
-
-struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason)
-{
-	struct tgt_session *s;
-
-	pthread_mutex_lock(&sessions_lock);
-	for (s = sessions; s; s = s->next)
-		if (s->id == id)
-			break;
-	if (!s || atomic_load(&s->dead) || !s->export) {
-		*reason = RB_REJ_NO_SESSION;
-		s = NULL;
-	} else if (qid == 0 || qid > s->nr_io_queues ||
-		   (s->connected_qids[qid / 64] & (1ull << (qid % 64)))) {
-		*reason = RB_REJ_BAD_QID;
-		s = NULL;
-	} else {
-		s->connected_qids[qid / 64] |= 1ull << (qid % 64);
-		atomic_fetch_add(&s->refs, 1);
-	}
-	pthread_mutex_unlock(&sessions_lock);
-	return s;
-}
-
-void tgt_session_unbind(struct tgt_session *s, uint16_t qid)
-{
-	pthread_mutex_lock(&sessions_lock);
-	s->connected_qids[qid / 64] &= ~(1ull << (qid % 64));
-	pthread_mutex_unlock(&sessions_lock);
-}
-
-void tgt_session_kill(struct tgt_session *s)
-{
-	atomic_store(&s->dead, true);
-}
-
-void tgt_session_put(struct tgt_session *s)
-{
-	struct tgt_session **pp;
-
-	if (atomic_fetch_sub(&s->refs, 1) != 1)
-		return;
-	pthread_mutex_lock(&sessions_lock);
-	for (pp = &sessions; *pp; pp = &(*pp)->next)
-		if (*pp == s) {
-			*pp = s->next;
-			break;
-		}
-	pthread_mutex_unlock(&sessions_lock);
-	if (s->export)
-		tgt_export_put(s->export);
-	free(s);
-}
 
 static bool host_allowed(const struct rb_export_conf *c, const char *hostid)
 {
@@ -168,43 +77,6 @@ static void connect_grant(const struct tgt_target *t, const struct rb_connect_re
 	*kato = rb_from_le32(cr->kato_ms);
 	if (*kato > t->conf.keepalive_ms)
 		*kato = t->conf.keepalive_ms;
-}
-
-/*
- * The session a reconnecting host names in CONNECT: it is ended here, and
- * the reference taken keeps it in the table until its queues, and the
- * commands still executing in them, are gone.  Only the same host id on the
- * same export may end a session; anything else (already gone, after a
- * target restart) is no predecessor.
- */
-static struct tgt_session *session_take_predecessor(uint64_t id, const char *hostid,
-						    const char *export_name)
-{
-	struct tgt_session *s;
-	unsigned int refs;
-
-	pthread_mutex_lock(&sessions_lock);
-	for (s = sessions; s; s = s->next)
-		if (s->id == id)
-			break;
-	/* By name: a reload may have replaced the export object meanwhile. */
-	if (s && (!s->export || strcmp(s->export->conf.name, export_name) != 0 ||
-		  strcmp(s->hostid, hostid) != 0))
-		s = NULL;
-	if (s) {
-		/* Not one whose last reference is being dropped right now. */
-		refs = atomic_load(&s->refs);
-		do {
-			if (refs == 0) {
-				s = NULL;
-				break;
-			}
-		} while (!atomic_compare_exchange_weak(&s->refs, &refs, refs + 1));
-	}
-	if (s)
-		atomic_store(&s->dead, true);
-	pthread_mutex_unlock(&sessions_lock);
-	return s;
 }
 
 /* Creates the session and answers a CONNECT admin_connect validated; takes
@@ -296,7 +168,7 @@ static void admin_connect(struct tgt_req *req)
 	 * re-issued copy and a later write to the same blocks, so the new
 	 * session starts only once the old one's commands have all finished.
 	 */
-	old = old_id && e ? session_take_predecessor(old_id, cr->hostid, cr->export_name) : NULL;
+	old = old_id && e ? tgt_session_take_predecessor(old_id, cr->hostid, cr->export_name) : NULL;
 	if (old && atomic_load(&old->refs) > 1) {
 		tgt_export_put(e); /* connect_resume looks it up again */
 		rb_info("peer %s host %s: CONNECT replaces session %016llx, which still has "
@@ -341,6 +213,7 @@ void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns)
 		next = q->next; /* answering may destroy a dead queue */
 		if (!q->replacing)
 			continue;
+		assert(req->state == REQ_WAIT_PREDECESSOR);
 		quiet = atomic_load(&q->replacing->refs) == 1; /* ours only */
 		if (!quiet && !q->dead && now_ns < q->replace_deadline_ns)
 			continue;

@@ -33,7 +33,7 @@
  *                  block device without native write-zeroes (its
  *                  queue/write_zeroes_max_bytes is 0) at once.
  * Buffered exports (direct = no) with inline-writes = yes do page-aligned
- * writes with pwrite in the reactor instead (see tgt_export_write_inline).
+ * writes with pwrite in the reactor instead (see tgt_io_write_inline).
  */
 #include "config.h"
 
@@ -42,7 +42,6 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stdio.h>
-#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -51,38 +50,33 @@
 #include "log.h"
 #include "target.h"
 
-static void prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
+/* ---- I/O: the same for both kinds, io_uring on the export's fd --------------- */
+
+void tgt_io_prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
 		      uint64_t off, int buf_index)
 {
-	if (buf_index >= 0)
-		io_uring_prep_read_fixed(sqe, e->fd, buf, len, off, buf_index);
-	else
-		io_uring_prep_read(sqe, e->fd, buf, len, off);
+	io_uring_prep_read_fixed(sqe, e->fd, buf, len, off, buf_index);
 }
 
-static void prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
+void tgt_io_prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
 		       uint32_t len, uint64_t off, int buf_index, bool fua)
 {
-	if (buf_index >= 0)
-		io_uring_prep_write_fixed(sqe, e->fd, buf, len, off, buf_index);
-	else
-		io_uring_prep_write(sqe, e->fd, buf, len, off);
+	io_uring_prep_write_fixed(sqe, e->fd, buf, len, off, buf_index);
 	if (fua)
 		sqe->rw_flags = RWF_DSYNC;
 }
 
-static void prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe)
+void tgt_io_prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe)
 {
 	io_uring_prep_fsync(sqe, e->fd, IORING_FSYNC_DATASYNC);
 }
 
-static void prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
-			 uint64_t len)
+void tgt_io_prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off, uint64_t len)
 {
 	io_uring_prep_fallocate(sqe, e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
 }
 
-static void prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
+void tgt_io_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
 		      int step, uint64_t off, uint64_t len)
 {
 	int mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
@@ -94,18 +88,8 @@ static void prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_z
 	io_uring_prep_fallocate(sqe, e->fd, mode, off, len);
 }
 
-static const struct tgt_zero_chain file_zero_chains[TGT_ZC_NR] = {
-	[TGT_ZC_DEALLOC] = { 3, { TGT_ZM_ZERO_RANGE, TGT_ZM_PUNCH, TGT_ZM_WRITE } },
-	[TGT_ZC_NO_HOLE] = { 3, { TGT_ZM_ZERO_RANGE, TGT_ZM_PUNCH_ALLOC, TGT_ZM_WRITE } },
-};
-
-static const struct tgt_zero_chain blockdev_zero_chains[TGT_ZC_NR] = {
-	[TGT_ZC_DEALLOC] = { 3, { TGT_ZM_PUNCH, TGT_ZM_ZERO_RANGE, TGT_ZM_WRITE } },
-	[TGT_ZC_NO_HOLE] = { 2, { TGT_ZM_ZERO_RANGE, TGT_ZM_WRITE } },
-};
-
 /* pwrite all of it: a short write means the next one says why (ENOSPC). */
-static int write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off)
+int tgt_io_write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off)
 {
 	uint32_t done = 0;
 	ssize_t n;
@@ -129,15 +113,18 @@ static int write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64
  * without possibly blocking, so io_uring hands each one to a worker thread,
  * and it serialises a file's buffered writes there: a thread switch and a
  * wake-up per write (bench/ab-cpu.sh, 4 KiB randwrite: 22-24 against 14-17 us
- * of target CPU per write, 43-49k against 56-68k IOPS).  A partial page may need a read from the disk first
- * and a FUA write waits for it: those stay asynchronous.  The cost, why it is
+ * of target CPU per write, 43-49k against 56-68k IOPS).  A partial page may
+ * need a read from the disk first and a FUA write waits for it: those stay
+ * asynchronous.  The cost, why it is
  * not the default: the reactor, and every queue on it, waits while a write
  * blocks (dirty throttling, a frozen file system).
  */
-bool tgt_export_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua)
+bool tgt_io_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua)
 {
 	return e->inline_writes && !fua && off % e->page_size == 0 && len % e->page_size == 0;
 }
+
+/* ---- the two kinds of backing store ------------------------------------------ */
 
 static int probe_file(struct tgt_export *e)
 {
@@ -213,130 +200,24 @@ static int probe_blockdev(struct tgt_export *e)
 	return 0;
 }
 
-const struct tgt_backend_ops tgt_backend_file = {
+static const struct tgt_zero_chain file_zero_chains[TGT_ZC_NR] = {
+	[TGT_ZC_DEALLOC] = { 3, { TGT_ZM_ZERO_RANGE, TGT_ZM_PUNCH, TGT_ZM_WRITE } },
+	[TGT_ZC_NO_HOLE] = { 3, { TGT_ZM_ZERO_RANGE, TGT_ZM_PUNCH_ALLOC, TGT_ZM_WRITE } },
+};
+
+static const struct tgt_zero_chain blockdev_zero_chains[TGT_ZC_NR] = {
+	[TGT_ZC_DEALLOC] = { 3, { TGT_ZM_PUNCH, TGT_ZM_ZERO_RANGE, TGT_ZM_WRITE } },
+	[TGT_ZC_NO_HOLE] = { 2, { TGT_ZM_ZERO_RANGE, TGT_ZM_WRITE } },
+};
+
+const struct tgt_backend tgt_backend_file = {
 	.name = "file",
 	.probe = probe_file,
-	.prep_read = prep_read,
-	.prep_write = prep_write,
-	.prep_flush = prep_flush,
-	.prep_discard = prep_discard,
 	.zero_chains = file_zero_chains,
-	.prep_zero = prep_zero,
-	.write_now = write_now,
 };
 
-const struct tgt_backend_ops tgt_backend_blockdev = {
+const struct tgt_backend tgt_backend_blockdev = {
 	.name = "blockdev",
 	.probe = probe_blockdev,
-	.prep_read = prep_read,
-	.prep_write = prep_write,
-	.prep_flush = prep_flush,
-	.prep_discard = prep_discard,
 	.zero_chains = blockdev_zero_chains,
-	.prep_zero = prep_zero,
-	.write_now = write_now,
 };
-
-static int open_backing(const struct rb_export_conf *c, bool direct)
-{
-	int flags = (c->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-
-	if (direct)
-		flags |= O_DIRECT;
-	return open(c->path, flags);
-}
-
-int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle)
-{
-	struct stat st;
-	int ret;
-
-	memset(e, 0, sizeof(*e));
-	e->conf = *conf;
-	e->handle = handle;
-	e->direct = conf->direct;
-	e->fd = open_backing(conf, e->direct);
-	if (e->fd < 0 && e->direct && errno == EINVAL) {
-		rb_warn("export %s: %s: file system refuses O_DIRECT; using buffered I/O",
-			conf->name, conf->path);
-		e->direct = false;
-		e->fd = open_backing(conf, false);
-	}
-	if (e->fd < 0) {
-		ret = -errno;
-		rb_err("export %s: cannot open %s: %s", conf->name, conf->path, strerror(-ret));
-		return ret;
-	}
-	if (fstat(e->fd, &st) < 0) {
-		ret = -errno;
-		rb_err("export %s: cannot stat %s: %s", conf->name, conf->path, strerror(-ret));
-		goto out_close;
-	}
-	e->dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
-	e->ino = S_ISBLK(st.st_mode) ? 0 : st.st_ino;
-	if (S_ISREG(st.st_mode)) {
-		e->ops = &tgt_backend_file;
-	} else if (S_ISBLK(st.st_mode)) {
-		e->ops = &tgt_backend_blockdev;
-	} else {
-		rb_err("export %s: %s is neither a regular file nor a block device", conf->name,
-		       conf->path);
-		ret = -EINVAL;
-		goto out_close;
-	}
-	ret = e->ops->probe(e);
-	if (ret < 0) {
-		rb_err("export %s: cannot size %s: %s", conf->name, conf->path, strerror(-ret));
-		goto out_close;
-	}
-	e->page_size = (uint32_t)sysconf(_SC_PAGESIZE);
-	e->inline_writes = !e->direct && conf->inline_writes && !conf->read_only;
-	if (conf->read_only) {
-		e->flags |= RB_EXP_READ_ONLY;
-		e->flags &= ~(RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_NO_HOLE |
-			      RB_EXP_FAST_ZERO | RB_EXP_FUA);
-	}
-	if (e->size % e->block_size)
-		rb_warn("export %s: size %llu is not a multiple of block size %u; the tail is not "
-			"accessible",
-			conf->name, (unsigned long long)e->size, e->block_size);
-	e->size -= e->size % e->block_size;
-	return 0;
-
-out_close:
-	close(e->fd);
-	e->fd = -1;
-	return ret;
-}
-
-void tgt_export_log(const struct tgt_export *e)
-{
-	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s%s", e->conf.name, e->conf.path,
-		e->ops->name, (unsigned long long)e->size, e->block_size,
-		e->conf.read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
-		e->inline_writes ? ", inline writes" : "",
-		e->zero_fast ? "" : ", no native write-zeroes (FAST_ZERO refused)");
-}
-
-void tgt_export_close(struct tgt_export *e)
-{
-	if (e->fd >= 0)
-		close(e->fd);
-	e->fd = -1;
-}
-
-void tgt_export_dump_stats(const struct tgt_export *e)
-{
-	const struct tgt_export_stats *s = &e->stats;
-
-	rb_info("export %s stats: reads=%llu writes=%llu flushes=%llu fua_writes=%llu "
-		"discards=%llu write_zeroes=%llu errors=%llu inline_writes=%llu",
-		e->conf.name, (unsigned long long)atomic_load(&s->reads),
-		(unsigned long long)atomic_load(&s->writes),
-		(unsigned long long)atomic_load(&s->flushes),
-		(unsigned long long)atomic_load(&s->fua_writes),
-		(unsigned long long)atomic_load(&s->discards),
-		(unsigned long long)atomic_load(&s->write_zeroes),
-		(unsigned long long)atomic_load(&s->errors),
-		(unsigned long long)atomic_load(&s->inline_writes));
-}

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The export table and configuration reload (SIGHUP).
+ * Exports: the export object (its backing store opened and probed, its
+ * counters), the export table, and configuration reload (SIGHUP).
  *
  * The table is an array of referenced exports.  Reactors look names up
  * only on the control path (CONNECT, LIST_EXPORTS) and take the table's
@@ -14,12 +15,123 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "checked.h"
 #include "log.h"
 #include "target.h"
+
+/* ---- the export object ------------------------------------------------------- */
+
+static int open_backing(const struct rb_export_conf *c, bool direct)
+{
+	int flags = (c->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+
+	if (direct)
+		flags |= O_DIRECT;
+	return open(c->path, flags);
+}
+
+static int export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle)
+{
+	struct stat st;
+	int ret;
+
+	memset(e, 0, sizeof(*e));
+	e->conf = *conf;
+	e->handle = handle;
+	e->direct = conf->direct;
+	e->fd = open_backing(conf, e->direct);
+	if (e->fd < 0 && e->direct && errno == EINVAL) {
+		rb_warn("export %s: %s: file system refuses O_DIRECT; using buffered I/O",
+			conf->name, conf->path);
+		e->direct = false;
+		e->fd = open_backing(conf, false);
+	}
+	if (e->fd < 0) {
+		ret = -errno;
+		rb_err("export %s: cannot open %s: %s", conf->name, conf->path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(e->fd, &st) < 0) {
+		ret = -errno;
+		rb_err("export %s: cannot stat %s: %s", conf->name, conf->path, strerror(-ret));
+		goto out_close;
+	}
+	e->dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+	e->ino = S_ISBLK(st.st_mode) ? 0 : st.st_ino;
+	if (S_ISREG(st.st_mode)) {
+		e->backend = &tgt_backend_file;
+	} else if (S_ISBLK(st.st_mode)) {
+		e->backend = &tgt_backend_blockdev;
+	} else {
+		rb_err("export %s: %s is neither a regular file nor a block device", conf->name,
+		       conf->path);
+		ret = -EINVAL;
+		goto out_close;
+	}
+	ret = e->backend->probe(e);
+	if (ret < 0) {
+		rb_err("export %s: cannot size %s: %s", conf->name, conf->path, strerror(-ret));
+		goto out_close;
+	}
+	e->page_size = (uint32_t)sysconf(_SC_PAGESIZE);
+	e->inline_writes = !e->direct && conf->inline_writes && !conf->read_only;
+	if (conf->read_only) {
+		e->flags |= RB_EXP_READ_ONLY;
+		e->flags &= ~(RB_EXP_DISCARD | RB_EXP_WRITE_ZEROES | RB_EXP_NO_HOLE |
+			      RB_EXP_FAST_ZERO | RB_EXP_FUA);
+	}
+	if (e->size % e->block_size)
+		rb_warn("export %s: size %llu is not a multiple of block size %u; the tail is not "
+			"accessible",
+			conf->name, (unsigned long long)e->size, e->block_size);
+	e->size -= e->size % e->block_size;
+	return 0;
+
+out_close:
+	close(e->fd);
+	e->fd = -1;
+	return ret;
+}
+
+static void export_log(const struct tgt_export *e)
+{
+	rb_info("export %s: %s (%s), %llu bytes, block size %u%s%s%s%s", e->conf.name, e->conf.path,
+		e->backend->name, (unsigned long long)e->size, e->block_size,
+		e->conf.read_only ? ", read-only" : "", e->direct ? ", O_DIRECT" : "",
+		e->inline_writes ? ", inline writes" : "",
+		e->zero_fast ? "" : ", no native write-zeroes (FAST_ZERO refused)");
+}
+
+static void export_close(struct tgt_export *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+}
+
+void tgt_export_dump_stats(const struct tgt_export *e)
+{
+	const struct tgt_export_stats *s = &e->stats;
+
+	rb_info("export %s stats: reads=%llu writes=%llu flushes=%llu fua_writes=%llu "
+		"discards=%llu write_zeroes=%llu errors=%llu inline_writes=%llu",
+		e->conf.name, (unsigned long long)atomic_load(&s->reads),
+		(unsigned long long)atomic_load(&s->writes),
+		(unsigned long long)atomic_load(&s->flushes),
+		(unsigned long long)atomic_load(&s->fua_writes),
+		(unsigned long long)atomic_load(&s->discards),
+		(unsigned long long)atomic_load(&s->write_zeroes),
+		(unsigned long long)atomic_load(&s->errors),
+		(unsigned long long)atomic_load(&s->inline_writes));
+}
+
+/* ---- the table --------------------------------------------------------------- */
 
 static struct tgt_export *export_new(struct tgt_target *t, const struct rb_export_conf *c)
 {
@@ -31,7 +143,7 @@ static struct tgt_export *export_new(struct tgt_target *t, const struct rb_expor
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = tgt_export_open(e, c, ++t->next_handle);
+	ret = export_open(e, c, ++t->next_handle);
 	if (ret < 0) {
 		free(e);
 		errno = -ret;
@@ -44,7 +156,7 @@ static struct tgt_export *export_new(struct tgt_target *t, const struct rb_expor
 /* An export opened but never in the table: nothing to report. */
 static void export_discard(struct tgt_export *e)
 {
-	tgt_export_close(e);
+	export_close(e);
 	free(e);
 }
 
@@ -53,7 +165,7 @@ void tgt_export_put(struct tgt_export *e)
 	if (atomic_fetch_sub(&e->refs, 1) != 1)
 		return;
 	tgt_export_dump_stats(e);
-	tgt_export_close(e);
+	export_close(e);
 	free(e);
 }
 
@@ -99,7 +211,7 @@ int tgt_exports_open(struct tgt_target *t, const struct rb_target_conf *c)
 		return ret;
 	t->nr_exports = c->nr_exports;
 	for (int i = 0; i < t->nr_exports; i++)
-		tgt_export_log(t->exports[i]);
+		export_log(t->exports[i]);
 	return 0;
 }
 
@@ -164,7 +276,7 @@ static bool same_export(const struct tgt_export *a, const struct tgt_export *b)
 	return strcmp(a->conf.path, b->conf.path) == 0 && a->conf.read_only == b->conf.read_only &&
 	       a->conf.direct == b->conf.direct && a->conf.inline_writes == b->conf.inline_writes &&
 	       same_hosts(&a->conf, &b->conf) && a->dev == b->dev && a->ino == b->ino &&
-	       a->ops == b->ops && a->size == b->size && a->block_size == b->block_size &&
+	       a->backend == b->backend && a->size == b->size && a->block_size == b->block_size &&
 	       a->phys_block_size == b->phys_block_size && a->flags == b->flags &&
 	       a->direct == b->direct;
 }
@@ -245,11 +357,11 @@ int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level)
 		} else if (cur) {
 			changed++;
 			rb_info("reload: export %s changed; new sessions use:", cur->conf.name);
-			tgt_export_log(fresh[i]);
+			export_log(fresh[i]);
 		} else {
 			added++;
 			rb_info("reload: export %s added:", fresh[i]->conf.name);
-			tgt_export_log(fresh[i]);
+			export_log(fresh[i]);
 		}
 	}
 	pthread_mutex_lock(&t->exports_lock);

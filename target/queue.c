@@ -16,55 +16,6 @@
 
 #define ADMIN_DEPTH 16
 
-static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
-{
-	struct tgt_recv *rv = rb_container_of(wc->cqe, struct tgt_recv, cqe);
-	struct tgt_queue *q = rv->q;
-
-	rv->posted = false;
-	q->wr_outstanding--;
-	if (wc->status != RB_WC_SUCCESS) {
-		if (wc->status != RB_WC_FLUSH_ERR)
-			rb_err("queue %u (peer %s, qp %u): receive failed: status %d", q->qid,
-			       q->peer, q->qpn, wc->status);
-		/* A host that sent DISCONNECT may close as soon as it has the
-		 * answer, before our own close: that is no error. */
-		tgt_queue_fail(q, q->disconnect_requested ? "host sent DISCONNECT" :
-							    "receive error");
-		tgt_queue_maybe_destroy(q);
-		return;
-	}
-	if (q->dead) {
-		tgt_queue_maybe_destroy(q);
-		return;
-	}
-	q->r->arrivals++;
-	tgt_req_start(q, rv, wc->byte_len);
-}
-
-int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
-{
-	struct rb_sge sg[2] = {
-		{ .addr = rv->capsule, .length = RB_CAPSULE_SIZE, .lkey = q->capsule_mr->lkey },
-		{ .addr = rv->incap, .length = q->incapsule, .lkey = q->cx->incap_mr->lkey },
-	};
-	int ret;
-
-	if (q->dead)
-		return -ENOTCONN;
-	ret = q->cx->ops->post_recv(q->conn, &rv->cqe, sg, q->incapsule ? 2 : 1);
-	if (ret) {
-		rb_err("queue %u (peer %s, qp %u): post receive: %s", q->qid, q->peer, q->qpn,
-		       strerror(-ret));
-		if (q->accepted)
-			tgt_queue_fail(q, "post receive failed");
-		return ret;
-	}
-	rv->posted = true;
-	q->wr_outstanding++;
-	return 0;
-}
-
 static void reject(const struct tgt_conn_msg *m, uint16_t reason)
 {
 	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
@@ -139,7 +90,6 @@ static int queue_alloc(struct tgt_queue *q)
 		struct tgt_recv *rv = &q->recvs[i];
 
 		rv->q = q;
-		rv->cqe.done = recv_done;
 		rv->capsule = &q->capsules[i];
 		if (q->incapsule) {
 			rv->incap = rb_bufpool_get(&r->incap);
@@ -159,7 +109,7 @@ static int queue_alloc(struct tgt_queue *q)
 	return 0;
 }
 
-int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
+int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_cqctx *cx)
 {
 	const struct rb_target_conf *conf = &r->t->conf;
 	const struct rb_cm_req *cr = &m->req;
@@ -171,9 +121,14 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 	struct tgt_queue *q;
 	int ret;
 
+	/* Set before the reactors are told to stop: none takes a queue then. */
 	if (atomic_load(&r->t->draining)) {
 		reject(m, RB_REJ_SHUTTING_DOWN);
 		return -ESHUTDOWN;
+	}
+	if (!cx) {
+		reject(m, RB_REJ_NO_RESOURCES); /* cqctx_get logged why */
+		return -ENODEV;
 	}
 	/* rb_check_cm_req() passed it: depth > 0, an admin queue names no session. */
 	if (qid == 0) {
@@ -208,21 +163,13 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m)
 	q->parked_tail = &q->parked;
 	q->last_cmd_ns = tgt_now_ns();
 	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
-	q->cx = NULL;
-	for (int i = 0; i < r->nr_cqctx; i++)
-		if (r->cqctx[i].cq && r->cqctx[i].ops == m->ops &&
-		    r->cqctx[i].domain == m->ops->conn_domain(m->conn))
-			q->cx = &r->cqctx[i];
-	if (!q->cx) {
-		ret = -ENODEV;
-		goto out_reject;
-	}
+	q->cx = cx;
 	ret = queue_alloc(q);
 	if (ret)
 		goto out_reject;
 	/* Post a receive for every credit before accepting: RNR cannot happen. */
 	for (uint16_t i = 0; i < q->depth; i++) {
-		ret = tgt_queue_post_recv(q, &q->recvs[i]);
+		ret = tgt_req_post_recv(q, &q->recvs[i]);
 		if (ret)
 			break;
 	}

@@ -3,7 +3,8 @@
  * Reactor threads.  Each owns its io_uring, its buffer pools, one
  * completion queue per transport domain, and the queues (connections)
  * handed to it.  Nothing here is shared with other reactors except the
- * inbox (control path, mutex) and the session table (control path).
+ * inbox (control path, mutex) and the session and export tables (control
+ * path, session.c and exports.c).
  */
 #include "config.h"
 
@@ -166,17 +167,9 @@ static void handle_inbox(struct tgt_reactor *r)
 
 	while (m) {
 		struct tgt_conn_msg *next = m->next;
-		struct rb_domain *d = m->ops->conn_domain(m->conn);
-		struct tgt_cqctx *cx = cqctx_get(r, m->ops, d);
-		struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
-					 .version = rb_le16(RB_PROTO_VERSION),
-					 .reason = rb_le16(RB_REJ_NO_RESOURCES) };
 
-		/* tgt_queue_create rejects and logs on its own failures. */
-		if (!cx || atomic_load(&r->stopping))
-			m->ops->reject(m->conn, &rej, sizeof(rej));
-		else
-			tgt_queue_create(r, m);
+		/* It accepts or rejects the request, and logs why not. */
+		tgt_queue_create(r, m, cqctx_get(r, m->ops, m->ops->conn_domain(m->conn)));
 		free(m);
 		m = next;
 	}
@@ -223,9 +216,10 @@ static int drain_ring(struct tgt_reactor *r)
 			int res = cqes[i]->res;
 
 			io_uring_cqe_seen(&r->ring, cqes[i]);
-			if ((ud & ((1u << TGT_UD_KIND_BITS) - 1)) == TGT_UD_REQ)
-				tgt_req_io_done((struct tgt_req *)(uintptr_t)(ud & ~(uint64_t)7),
-						res);
+			if ((ud & TGT_UD_KIND_MASK) == TGT_UD_REQ)
+				tgt_req_io_done(
+					(struct tgt_req *)(uintptr_t)(ud & ~(uint64_t)TGT_UD_KIND_MASK),
+					res);
 		}
 		total += n;
 	} while (n == CQE_BATCH);
@@ -273,11 +267,11 @@ static int reactor_round(struct tgt_reactor *r)
 		if (n > 0)
 			work += n;
 	}
-	tgt_reactor_kick_pending(r);
+	tgt_req_kick_pending(r);
 	for (int pass = 0; pass < 8 && r->sq_pending; pass++) {
 		submit_ring(r);
 		work += drain_ring(r);
-		tgt_reactor_kick_pending(r);
+		tgt_req_kick_pending(r);
 	}
 	/* A bounded round may leave SQEs: they go out before the next wait. */
 	submit_ring(r);

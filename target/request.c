@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Command processing on the target: the state machine of enum
- * tgt_req_state, driven by receive, transfer and io_uring completions.
- * Resource shortages park a request on one pending queue per resource
- * (data buffers and SQ space per reactor, RDMA READ slots per queue).
+ * A command's path through the target, from the receive slot it arrives in
+ * to its answer: the state machine of enum tgt_req_state, driven by
+ * receive, transfer and io_uring completions.  Resource shortages park a
+ * request on one pending queue per resource (data buffers and SQ space per
+ * reactor, RDMA READ slots per queue); a command that finds no free request
+ * parks its receive slot on the queue.  Admin commands execute in admin.c.
  */
 #include "config.h"
 
@@ -14,6 +16,9 @@
 #include "checked.h"
 #include "log.h"
 #include "target.h"
+
+static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
+static void req_process(struct tgt_req *req);
 
 static void enqueue(struct tgt_req ***tail, struct tgt_req *req)
 {
@@ -35,6 +40,18 @@ static struct tgt_req *dequeue(struct tgt_req **head, struct tgt_req ***tail)
 	return req;
 }
 
+/* Give the receive slot back to the transport (repost), once its data is used. */
+static void req_release_recv(struct tgt_req *req)
+{
+	struct tgt_recv *rv = req->recv;
+
+	if (!rv)
+		return;
+	req->recv = NULL;
+	if (!req->q->dead)
+		tgt_req_post_recv(req->q, rv);
+}
+
 static void req_free(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
@@ -44,7 +61,7 @@ static void req_free(struct tgt_req *req)
 		rb_bufpool_put(&q->r->pool, req->buf);
 	req->buf = NULL;
 	req->buf_from_pool = false;
-	tgt_req_release_recv(req);
+	req_release_recv(req);
 	req->state = REQ_FREE;
 	req->next = q->free_reqs;
 	q->free_reqs = req;
@@ -54,23 +71,11 @@ static void req_free(struct tgt_req *req)
 		q->parked = rv->next;
 		if (!q->parked)
 			q->parked_tail = &q->parked;
-		tgt_req_start(q, rv, rv->byte_len);
+		req_start(q, rv, rv->byte_len);
 		return;
 	}
 	if (q->dead)
 		tgt_queue_maybe_destroy(q);
-}
-
-/* Give the receive slot back to the transport (repost), once its data is used. */
-void tgt_req_release_recv(struct tgt_req *req)
-{
-	struct tgt_recv *rv = req->recv;
-
-	if (!rv)
-		return;
-	req->recv = NULL;
-	if (!req->q->dead)
-		tgt_queue_post_recv(req->q, rv);
 }
 
 static void wr_done_common(struct tgt_req *req, struct rb_wc *wc, const char *what)
@@ -127,13 +132,13 @@ static void read_done(struct rb_cq *cq, struct rb_wc *wc)
 	/* A freed READ slot lets the next waiting request go. */
 	next = dequeue(&q->pending_read, &q->pending_read_tail);
 	if (next)
-		tgt_req_process(next);
+		req_process(next);
 	if (q->dead) {
 		req_free(req);
 		return;
 	}
 	req->state = REQ_READY_TO_EXECUTE;
-	tgt_req_process(req);
+	req_process(req);
 }
 
 /* Post the response (after an RDMA WRITE of read data, if any: RC keeps order). */
@@ -154,7 +159,7 @@ void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result)
 	/* The receive's in-capsule data is no longer needed: repost it now so
 	 * the host's next command, sent as soon as it sees this response, has
 	 * a receive waiting. */
-	tgt_req_release_recv(req);
+	req_release_recv(req);
 	if (q->dead) {
 		/* An RDMA WRITE of admin data posted to the dead connection
 		 * still completes (flushed): write_done frees the request. */
@@ -201,11 +206,16 @@ static int transfer_to_host(struct tgt_req *req, uint32_t buf_off, uint32_t len,
 	return 0;
 }
 
-/* Send the response for an executed command, with read data first. */
+/* Send the response for an executed command, with read data first (a dead
+ * queue's is dropped unanswered, like those still in flight). */
 static void finish_executed(struct tgt_req *req)
 {
 	const struct rb_capsule *c = &req->cmd;
 
+	if (req->q->dead) {
+		req_free(req);
+		return;
+	}
 	if (req->status == RB_S_SUCCESS && c->opcode == RB_OP_READ &&
 	    transfer_to_host(req, 0, rb_from_le32(c->length), rb_from_le64(c->sgl.addr),
 			     rb_from_le32(c->sgl.key)))
@@ -275,7 +285,7 @@ static unsigned int zero_chain_id(const struct tgt_req *req)
 
 static enum tgt_zero_method zero_method(const struct tgt_export *e, const struct tgt_req *req)
 {
-	return e->ops->zero_chains[zero_chain_id(req)].m[req->z.idx];
+	return e->backend->zero_chains[zero_chain_id(req)].m[req->z.idx];
 }
 
 /* Method z.idx of the chain is unsupported: the next one, for this request
@@ -283,7 +293,7 @@ static enum tgt_zero_method zero_method(const struct tgt_export *e, const struct
 static void zero_step_down(struct tgt_export *e, struct tgt_req *req, int res)
 {
 	unsigned int id = zero_chain_id(req);
-	const struct tgt_zero_chain *ch = &e->ops->zero_chains[id];
+	const struct tgt_zero_chain *ch = &e->backend->zero_chains[id];
 	unsigned int next = req->z.idx + 1u, cur = atomic_load(&e->zero_first[id]);
 
 	assert(next < ch->n); /* writing zeroes never counts as unsupported */
@@ -339,7 +349,7 @@ static bool zero_step_done(struct tgt_export *e, struct tgt_req *req, int *res)
 static void next_step(struct tgt_req *req)
 {
 	req->state = REQ_READY_TO_EXECUTE;
-	tgt_req_process(req);
+	req_process(req);
 }
 
 void tgt_req_io_done(struct tgt_req *req, int res)
@@ -372,7 +382,6 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 		return;
 	}
 	count_op(e, c, res);
-	req->state = REQ_EXECUTED;
 	if (res < 0) {
 		rb_err("export %s: %s offset %llu length %u (peer %s, queue %u): %s",
 		       e->conf.name, rb_opcode_name(c->opcode),
@@ -392,10 +401,6 @@ void tgt_req_io_done(struct tgt_req *req, int res)
 		req->status = RB_S_SUCCESS;
 	}
 	req->result = 0;
-	if (q->dead) {
-		req_free(req);
-		return;
-	}
 	finish_executed(req);
 }
 
@@ -408,13 +413,8 @@ static void finish_now(struct tgt_req *req, uint16_t status)
 
 	if (status == RB_S_SUCCESS)
 		count_op(e, &req->cmd, 0);
-	req->state = REQ_EXECUTED;
 	req->status = status;
 	req->result = 0;
-	if (req->q->dead) {
-		req_free(req);
-		return;
-	}
 	finish_executed(req);
 }
 
@@ -438,11 +438,11 @@ static void prep_write_zeroes(struct tgt_export *e, struct tgt_req *req, struct 
 	uint32_t chunk;
 
 	if (req->fua_sync) {
-		e->ops->prep_flush(e, sqe);
+		tgt_io_prep_flush(e, sqe);
 		return;
 	}
 	if (m != TGT_ZM_WRITE) {
-		e->ops->prep_zero(e, sqe, m, req->z.step, off, len);
+		tgt_io_prep_zero(e, sqe, m, req->z.step, off, len);
 		return;
 	}
 	/* Ranges are block aligned and the buffer a multiple of any block
@@ -450,8 +450,8 @@ static void prep_write_zeroes(struct tgt_export *e, struct tgt_req *req, struct 
 	chunk = len - (uint32_t)req->z.done;
 	if (chunk > TGT_ZERO_BUF_SIZE)
 		chunk = TGT_ZERO_BUF_SIZE;
-	e->ops->prep_write(e, sqe, req->q->r->zeroes, chunk, off + req->z.done, TGT_BUF_ZEROES,
-			   false);
+	tgt_io_prep_write(e, sqe, req->q->r->zeroes, chunk, off + req->z.done, TGT_BUF_ZEROES,
+			  false);
 }
 
 static void execute(struct tgt_req *req)
@@ -470,13 +470,12 @@ static void execute(struct tgt_req *req)
 		return;
 	}
 	e = q->session->export;
-	if (c->opcode == RB_OP_WRITE &&
-	    tgt_export_write_inline(e, off, len, c->flags & RB_CMD_F_FUA)) {
+	if (c->opcode == RB_OP_WRITE && tgt_io_write_inline(e, off, len, c->flags & RB_CMD_F_FUA)) {
 		int res;
 
 		req->state = REQ_EXECUTING;
 		q->io_inflight++;
-		res = e->ops->write_now(e, req->buf, len, off);
+		res = tgt_io_write_now(e, req->buf, len, off);
 		if (res >= 0)
 			atomic_fetch_add_explicit(&e->stats.inline_writes, 1,
 						  memory_order_relaxed);
@@ -500,12 +499,12 @@ static void execute(struct tgt_req *req)
 	}
 	idx = req->buf_from_pool ? TGT_BUF_POOL : TGT_BUF_INCAP;
 	switch (c->opcode) {
-	case RB_OP_READ: e->ops->prep_read(e, sqe, req->buf, len, off, idx); break;
+	case RB_OP_READ: tgt_io_prep_read(e, sqe, req->buf, len, off, idx); break;
 	case RB_OP_WRITE:
-		e->ops->prep_write(e, sqe, req->buf, len, off, idx, c->flags & RB_CMD_F_FUA);
+		tgt_io_prep_write(e, sqe, req->buf, len, off, idx, c->flags & RB_CMD_F_FUA);
 		break;
-	case RB_OP_FLUSH: e->ops->prep_flush(e, sqe); break;
-	case RB_OP_DISCARD: e->ops->prep_discard(e, sqe, off, len); break;
+	case RB_OP_FLUSH: tgt_io_prep_flush(e, sqe); break;
+	case RB_OP_DISCARD: tgt_io_prep_discard(e, sqe, off, len); break;
 	case RB_OP_WRITE_ZEROES: prep_write_zeroes(e, req, sqe); break;
 	default: assert(!"validated opcode");
 	}
@@ -548,7 +547,7 @@ static void post_read_from_host(struct tgt_req *req)
 }
 
 /* Advance a request as far as its resources allow. */
-void tgt_req_process(struct tgt_req *req)
+static void req_process(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
 	struct tgt_reactor *r = q->r;
@@ -558,7 +557,7 @@ void tgt_req_process(struct tgt_req *req)
 	case REQ_NEW:
 		if (!needs_pool_buffer(c)) {
 			req->state = REQ_READY_TO_EXECUTE;
-			tgt_req_process(req);
+			req_process(req);
 			return;
 		}
 		req->state = REQ_NEED_BUFFER;
@@ -589,18 +588,67 @@ void tgt_req_process(struct tgt_req *req)
 	}
 }
 
-void tgt_reactor_kick_pending(struct tgt_reactor *r)
+void tgt_req_kick_pending(struct tgt_reactor *r)
 {
 	struct tgt_req *req;
 
 	while (r->pending_buf && r->pool.nfree) {
 		req = dequeue(&r->pending_buf, &r->pending_buf_tail);
-		tgt_req_process(req);
+		req_process(req);
 	}
 	while (r->pending_exec && io_uring_sq_space_left(&r->ring)) {
 		req = dequeue(&r->pending_exec, &r->pending_exec_tail);
-		tgt_req_process(req);
+		req_process(req);
 	}
+}
+
+/* A receive slot completed: a capsule arrived, or the connection is gone. */
+static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct tgt_recv *rv = rb_container_of(wc->cqe, struct tgt_recv, cqe);
+	struct tgt_queue *q = rv->q;
+
+	q->wr_outstanding--;
+	if (wc->status != RB_WC_SUCCESS) {
+		if (wc->status != RB_WC_FLUSH_ERR)
+			rb_err("queue %u (peer %s, qp %u): receive failed: status %d", q->qid,
+			       q->peer, q->qpn, wc->status);
+		/* A host that sent DISCONNECT may close as soon as it has the
+		 * answer, before our own close: that is no error. */
+		tgt_queue_fail(q, q->disconnect_requested ? "host sent DISCONNECT" :
+							    "receive error");
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	if (q->dead) {
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
+	q->r->arrivals++;
+	req_start(q, rv, wc->byte_len);
+}
+
+int tgt_req_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
+{
+	struct rb_sge sg[2] = {
+		{ .addr = rv->capsule, .length = RB_CAPSULE_SIZE, .lkey = q->capsule_mr->lkey },
+		{ .addr = rv->incap, .length = q->incapsule, .lkey = q->cx->incap_mr->lkey },
+	};
+	int ret;
+
+	if (q->dead)
+		return -ENOTCONN;
+	rv->cqe.done = recv_done;
+	ret = q->cx->ops->post_recv(q->conn, &rv->cqe, sg, q->incapsule ? 2 : 1);
+	if (ret) {
+		rb_err("queue %u (peer %s, qp %u): post receive: %s", q->qid, q->peer, q->qpn,
+		       strerror(-ret));
+		if (q->accepted)
+			tgt_queue_fail(q, "post receive failed");
+		return ret;
+	}
+	q->wr_outstanding++;
+	return 0;
 }
 
 static void validate_ctx(const struct tgt_queue *q, uint32_t byte_len,
@@ -623,7 +671,7 @@ static void validate_ctx(const struct tgt_queue *q, uint32_t byte_len,
 }
 
 /* A capsule arrived in receive slot rv: the one entry point for host input. */
-void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
+static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 {
 	struct rb_validate_ctx ctx;
 	struct rb_validate_err err;
@@ -693,7 +741,7 @@ void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 	if (req->cmd.sgl.type == RB_SGL_INCAPSULE) {
 		req->buf = rv->incap; /* recv stays held until the write executes */
 	} else {
-		tgt_req_release_recv(req);
+		req_release_recv(req);
 	}
-	tgt_req_process(req);
+	req_process(req);
 }

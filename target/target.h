@@ -16,7 +16,6 @@
 #include "transport.h"
 #include "wire.h"
 
-struct tgt_backend_ops;
 struct tgt_reactor;
 struct tgt_queue;
 
@@ -55,7 +54,7 @@ enum { TGT_ZC_DEALLOC, TGT_ZC_NO_HOLE, TGT_ZC_NR };
 
 struct tgt_export {
 	struct rb_export_conf conf; /* a copy: the loaded config is freed on reload */
-	const struct tgt_backend_ops *ops;
+	const struct tgt_backend *backend;
 	atomic_uint refs; /* the export table's and one per session */
 	int fd;
 	dev_t dev; /* backing store identity: a reload that finds another */
@@ -66,7 +65,7 @@ struct tgt_export {
 	uint32_t flags; /* RB_EXP_* */
 	uint32_t handle; /* non-zero, new for every export opened */
 	bool direct; /* O_DIRECT in effect */
-	bool inline_writes; /* buffered and conf->inline_writes: see tgt_export_write_inline */
+	bool inline_writes; /* buffered and conf->inline_writes: see tgt_io_write_inline */
 	uint32_t page_size;
 	/* Per zero chain: the first method not known to be unsupported. */
 	atomic_uint zero_first[TGT_ZC_NR];
@@ -77,38 +76,41 @@ struct tgt_export {
 	struct tgt_export_stats stats;
 };
 
-/* One export backend per kind of backing store (nbdkit struct backend). */
-struct tgt_backend_ops {
+/*
+ * One backend per kind of backing store (nbdkit's struct backend): how it is
+ * sized and how it zeroes.  Both kinds do their I/O alike (tgt_io_*).
+ */
+struct tgt_backend {
 	const char *name;
 	/* Fill size/block sizes/flags from the open fd. */
 	int (*probe)(struct tgt_export *e);
-	/* Prepare one SQE for the operation; buf is in registered buffer idx. */
-	void (*prep_read)(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
-			  uint64_t off, int buf_index);
-	void (*prep_write)(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
-			   uint32_t len, uint64_t off, int buf_index, bool fua);
-	void (*prep_flush)(struct tgt_export *e, struct io_uring_sqe *sqe);
-	void (*prep_discard)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
-			     uint64_t len);
-	/* WRITE_ZEROES: chains by TGT_ZC_*; prep_zero for every method but
-	 * TGT_ZM_WRITE (step 1: the second half of TGT_ZM_PUNCH_ALLOC). */
+	/* WRITE_ZEROES: chains by TGT_ZC_*. */
 	const struct tgt_zero_chain *zero_chains;
-	void (*prep_zero)(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
-			  int step, uint64_t off, uint64_t len);
-	/* Write now, in the calling thread: bytes written or -errno. */
-	int (*write_now)(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 };
 
-extern const struct tgt_backend_ops tgt_backend_file;
-extern const struct tgt_backend_ops tgt_backend_blockdev;
+/* backend_file.c */
+extern const struct tgt_backend tgt_backend_file;
+extern const struct tgt_backend tgt_backend_blockdev;
 
-int tgt_export_open(struct tgt_export *e, const struct rb_export_conf *conf, uint32_t handle);
-void tgt_export_close(struct tgt_export *e);
-void tgt_export_log(const struct tgt_export *e);
-bool tgt_export_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
-void tgt_export_dump_stats(const struct tgt_export *e);
+/* backend_file.c: I/O on an export's fd.  Prepare one SQE; buf lies in the
+ * reactor's registered buffer buf_index (TGT_BUF_*). */
+void tgt_io_prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
+		      uint64_t off, int buf_index);
+void tgt_io_prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
+		       uint32_t len, uint64_t off, int buf_index, bool fua);
+void tgt_io_prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe);
+void tgt_io_prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
+			 uint64_t len);
+/* A zeroing method of the chain but TGT_ZM_WRITE (step 1: the second half
+ * of TGT_ZM_PUNCH_ALLOC). */
+void tgt_io_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
+		      int step, uint64_t off, uint64_t len);
+/* Whether the reactor writes this itself, with tgt_io_write_now: bytes
+ * written or -errno. */
+bool tgt_io_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
+int tgt_io_write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 
-/* A host's association: created by CONNECT on an admin queue. */
+/* A host's association: created by CONNECT on an admin queue (session.c). */
 struct tgt_session {
 	uint64_t id;
 	struct tgt_export *export; /* NULL for a discovery session */
@@ -129,6 +131,10 @@ struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason
 void tgt_session_unbind(struct tgt_session *s, uint16_t qid);
 void tgt_session_put(struct tgt_session *s);
 void tgt_session_kill(struct tgt_session *s);
+/* CONNECT with replaces = id: end that session, if it is this host's on this
+ * export, and return it with a reference (NULL: no such predecessor). */
+struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid,
+						 const char *export_name);
 
 /*
  * Life cycle of one command on the target (SPDK nvmf_rdma_request_process).
@@ -146,7 +152,6 @@ enum tgt_req_state {
 	/* CONNECT replacing a session: until that session's commands finish
 	 * (queue->replacing), so none of them can land after a re-issued one. */
 	REQ_WAIT_PREDECESSOR,
-	REQ_EXECUTED, /* backend done; status known */
 	REQ_COMPLETING, /* (RDMA WRITE +) response SEND posted; waiting completions */
 };
 
@@ -155,7 +160,6 @@ struct tgt_recv {
 	struct tgt_queue *q;
 	struct rb_capsule *capsule; /* slot in queue's capsule region */
 	void *incap; /* in-capsule data buffer (reactor's incap pool) */
-	bool posted;
 	uint32_t byte_len; /* while parked */
 	struct tgt_recv *next; /* queue's parked list */
 };
@@ -287,9 +291,9 @@ struct tgt_target {
 	atomic_bool draining;
 };
 
-/* exports.c: the export table.  A session holds a reference to its export,
- * so an export a reload removes or replaces serves its sessions until the
- * last one ends. */
+/* exports.c: the export objects and their table.  A session holds a
+ * reference to its export, so an export a reload removes or replaces serves
+ * its sessions until the last one ends. */
 int tgt_exports_open(struct tgt_target *t, const struct rb_target_conf *c);
 void tgt_exports_close(struct tgt_target *t);
 /* The export called name with a reference, or NULL. */
@@ -299,6 +303,8 @@ void tgt_export_put(struct tgt_export *e);
 void tgt_exports_foreach(struct tgt_target *t, void (*fn)(const struct tgt_export *e, void *arg),
 			 void *arg);
 int tgt_exports_count(struct tgt_target *t);
+/* Log the export's counters (at its end and on SIGUSR1). */
+void tgt_export_dump_stats(const struct tgt_export *e);
 /* Re-read path: new exports, removed ones, changed ones (conf or backing
  * store); [target] keys take effect at restart, except log-level.  All or
  * nothing: on any error the running exports stay.  0 or -errno, logged. */
@@ -313,10 +319,11 @@ struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r);
 uint64_t tgt_now_ns(void);
 
 /* queue.c */
-int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m);
+/* Accept the connection request m as a queue on cx (its transport domain's
+ * CQ context; NULL: none could be set up), or reject it. */
+int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_cqctx *cx);
 void tgt_queue_fail(struct tgt_queue *q, const char *why);
 void tgt_queue_maybe_destroy(struct tgt_queue *q);
-int tgt_queue_post_recv(struct tgt_queue *q, struct tgt_recv *rv);
 /* Stopping: refuse new commands, close idle queues; force closes all. */
 void tgt_queue_drain(struct tgt_reactor *r, bool force);
 /* Once a tick: fail the queue if the host left a transfer or response
@@ -324,12 +331,12 @@ void tgt_queue_drain(struct tgt_reactor *r, bool force);
 bool tgt_queue_check_transfers(struct tgt_queue *q);
 
 /* request.c */
-void tgt_req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
-void tgt_req_process(struct tgt_req *req);
+/* Post receive slot rv; its completion starts a command. */
+int tgt_req_post_recv(struct tgt_queue *q, struct tgt_recv *rv);
 void tgt_req_io_done(struct tgt_req *req, int res);
 void tgt_req_complete(struct tgt_req *req, uint16_t status, uint64_t result);
-void tgt_reactor_kick_pending(struct tgt_reactor *r);
-void tgt_req_release_recv(struct tgt_req *req);
+/* Requests waiting for a data buffer or SQ space: go on as far as they can. */
+void tgt_req_kick_pending(struct tgt_reactor *r);
 /* RDMA WRITE len bytes at buf+buf_off to the host's sgl.addr+buf_off, then respond. */
 void tgt_req_reply_data(struct tgt_req *req, uint32_t buf_off, uint32_t len, uint16_t status,
 			uint64_t result);
@@ -345,6 +352,7 @@ void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns);
 
 /* io_uring user_data: request pointer with a kind tag in the low bits. */
 #define TGT_UD_KIND_BITS 3
+#define TGT_UD_KIND_MASK ((1u << TGT_UD_KIND_BITS) - 1)
 #define TGT_UD_REQ 1u
 _Static_assert(_Alignof(struct tgt_req) >= (1 << TGT_UD_KIND_BITS), "tag bits fit");
 

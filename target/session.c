@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The session table.  Sessions are control-path objects shared between
+ * reactors, so the table takes a mutex; the I/O path never does (a queue
+ * holds a reference to its session).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "target.h"
+
+static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tgt_session *sessions;
+
+static uint64_t new_session_id(void)
+{
+	uint64_t id = 0;
+
+	/* Unguessable, non-zero: an I/O queue names its session by this id. */
+	while (id == 0)
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			id = (uint64_t)tgt_now_ns();
+	return id;
+}
+
+/* Under sessions_lock. */
+static struct tgt_session *find_locked(uint64_t id)
+{
+	struct tgt_session *s = sessions;
+
+	while (s && s->id != id)
+		s = s->next;
+	return s;
+}
+
+struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid, uint16_t nq,
+				       uint16_t depth, uint32_t kato_ms)
+{
+	struct tgt_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->id = new_session_id();
+	s->export = e;
+	snprintf(s->hostid, sizeof(s->hostid), "%s", hostid);
+	s->nr_io_queues = nq;
+	s->queue_depth = depth;
+	s->kato_ms = kato_ms;
+	atomic_init(&s->refs, 1); /* the admin queue's */
+	pthread_mutex_lock(&sessions_lock);
+	s->next = sessions;
+	sessions = s;
+	pthread_mutex_unlock(&sessions_lock);
+	return s;
+}
+
+struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason)
+{
+	struct tgt_session *s;
+
+	pthread_mutex_lock(&sessions_lock);
+	s = find_locked(id);
+	if (!s || atomic_load(&s->dead) || !s->export) {
+		*reason = RB_REJ_NO_SESSION;
+		s = NULL;
+	} else if (qid == 0 || qid > s->nr_io_queues ||
+		   (s->connected_qids[qid / 64] & (1ull << (qid % 64)))) {
+		*reason = RB_REJ_BAD_QID;
+		s = NULL;
+	} else {
+		s->connected_qids[qid / 64] |= 1ull << (qid % 64);
+		atomic_fetch_add(&s->refs, 1);
+	}
+	pthread_mutex_unlock(&sessions_lock);
+	return s;
+}
+
+void tgt_session_unbind(struct tgt_session *s, uint16_t qid)
+{
+	pthread_mutex_lock(&sessions_lock);
+	s->connected_qids[qid / 64] &= ~(1ull << (qid % 64));
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+void tgt_session_kill(struct tgt_session *s)
+{
+	atomic_store(&s->dead, true);
+}
+
+void tgt_session_put(struct tgt_session *s)
+{
+	struct tgt_session **pp;
+
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&sessions_lock);
+	for (pp = &sessions; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&sessions_lock);
+	if (s->export)
+		tgt_export_put(s->export);
+	free(s);
+}
+
+/*
+ * The session a reconnecting host names in CONNECT: it is ended here, and
+ * the reference taken keeps it in the table until its queues, and the
+ * commands still executing in them, are gone.  Only the same host id on the
+ * same export may end a session; anything else (already gone, after a
+ * target restart) is no predecessor.
+ */
+struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid,
+						 const char *export_name)
+{
+	struct tgt_session *s;
+	unsigned int refs;
+
+	pthread_mutex_lock(&sessions_lock);
+	s = find_locked(id);
+	/* By name: a reload may have replaced the export object meanwhile. */
+	if (s && (!s->export || strcmp(s->export->conf.name, export_name) != 0 ||
+		  strcmp(s->hostid, hostid) != 0))
+		s = NULL;
+	if (s) {
+		/* Not one whose last reference is being dropped right now. */
+		refs = atomic_load(&s->refs);
+		do {
+			if (refs == 0) {
+				s = NULL;
+				break;
+			}
+		} while (!atomic_compare_exchange_weak(&s->refs, &refs, refs + 1));
+	}
+	if (s)
+		atomic_store(&s->dead, true);
+	pthread_mutex_unlock(&sessions_lock);
+	return s;
+}
