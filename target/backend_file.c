@@ -52,13 +52,13 @@
 
 /* ---- I/O: the same for both kinds, io_uring on the export's fd --------------- */
 
-void tgt_io_prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
+static void fd_prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
 		      uint64_t off, int buf_index)
 {
 	io_uring_prep_read_fixed(sqe, e->fd, buf, len, off, buf_index);
 }
 
-void tgt_io_prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
+static void fd_prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
 		       uint32_t len, uint64_t off, int buf_index, bool fua)
 {
 	io_uring_prep_write_fixed(sqe, e->fd, buf, len, off, buf_index);
@@ -66,17 +66,17 @@ void tgt_io_prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const voi
 		sqe->rw_flags = RWF_DSYNC;
 }
 
-void tgt_io_prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe)
+static void fd_prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe)
 {
 	io_uring_prep_fsync(sqe, e->fd, IORING_FSYNC_DATASYNC);
 }
 
-void tgt_io_prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off, uint64_t len)
+static void fd_prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off, uint64_t len)
 {
 	io_uring_prep_fallocate(sqe, e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
 }
 
-void tgt_io_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
+static void fd_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
 		      int step, uint64_t off, uint64_t len)
 {
 	int mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
@@ -89,7 +89,7 @@ void tgt_io_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_z
 }
 
 /* pwrite all of it: a short write means the next one says why (ENOSPC). */
-int tgt_io_write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off)
+static int fd_write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off)
 {
 	uint32_t done = 0;
 	ssize_t n;
@@ -210,14 +210,21 @@ static const struct tgt_zero_chain blockdev_zero_chains[TGT_ZC_NR] = {
 	[TGT_ZC_NO_HOLE] = { 2, { TGT_ZM_ZERO_RANGE, TGT_ZM_WRITE } },
 };
 
+/* Files and block devices do their I/O alike: io_uring on the export's fd. */
+#define FD_IO_OPS                                                                                  \
+	.prep_read = fd_prep_read, .prep_write = fd_prep_write, .prep_flush = fd_prep_flush,       \
+	.prep_discard = fd_prep_discard, .prep_zero = fd_prep_zero, .write_now = fd_write_now
+
 const struct tgt_backend tgt_backend_file = {
 	.name = "file",
 	.probe = probe_file,
 	.zero_chains = file_zero_chains,
+	FD_IO_OPS,
 };
 
 const struct tgt_backend tgt_backend_blockdev = {
 	.name = "blockdev",
 	.probe = probe_blockdev,
 	.zero_chains = blockdev_zero_chains,
+	FD_IO_OPS,
 };

@@ -438,11 +438,11 @@ static void prep_write_zeroes(struct tgt_export *e, struct tgt_req *req, struct 
 	uint32_t chunk;
 
 	if (req->fua_sync) {
-		tgt_io_prep_flush(e, sqe);
+		e->backend->prep_flush(e, sqe);
 		return;
 	}
 	if (m != TGT_ZM_WRITE) {
-		tgt_io_prep_zero(e, sqe, m, req->z.step, off, len);
+		e->backend->prep_zero(e, sqe, m, req->z.step, off, len);
 		return;
 	}
 	/* Ranges are block aligned and the buffer a multiple of any block
@@ -450,7 +450,7 @@ static void prep_write_zeroes(struct tgt_export *e, struct tgt_req *req, struct 
 	chunk = len - (uint32_t)req->z.done;
 	if (chunk > TGT_ZERO_BUF_SIZE)
 		chunk = TGT_ZERO_BUF_SIZE;
-	tgt_io_prep_write(e, sqe, req->q->r->zeroes, chunk, off + req->z.done, TGT_BUF_ZEROES,
+	e->backend->prep_write(e, sqe, req->q->r->zeroes, chunk, off + req->z.done, TGT_BUF_ZEROES,
 			  false);
 }
 
@@ -475,7 +475,7 @@ static void execute(struct tgt_req *req)
 
 		req->state = REQ_EXECUTING;
 		q->io_inflight++;
-		res = tgt_io_write_now(e, req->buf, len, off);
+		res = e->backend->write_now(e, req->buf, len, off);
 		if (res >= 0)
 			atomic_fetch_add_explicit(&e->stats.inline_writes, 1,
 						  memory_order_relaxed);
@@ -499,12 +499,12 @@ static void execute(struct tgt_req *req)
 	}
 	idx = req->buf_from_pool ? TGT_BUF_POOL : TGT_BUF_INCAP;
 	switch (c->opcode) {
-	case RB_OP_READ: tgt_io_prep_read(e, sqe, req->buf, len, off, idx); break;
+	case RB_OP_READ: e->backend->prep_read(e, sqe, req->buf, len, off, idx); break;
 	case RB_OP_WRITE:
-		tgt_io_prep_write(e, sqe, req->buf, len, off, idx, c->flags & RB_CMD_F_FUA);
+		e->backend->prep_write(e, sqe, req->buf, len, off, idx, c->flags & RB_CMD_F_FUA);
 		break;
-	case RB_OP_FLUSH: tgt_io_prep_flush(e, sqe); break;
-	case RB_OP_DISCARD: tgt_io_prep_discard(e, sqe, off, len); break;
+	case RB_OP_FLUSH: e->backend->prep_flush(e, sqe); break;
+	case RB_OP_DISCARD: e->backend->prep_discard(e, sqe, off, len); break;
 	case RB_OP_WRITE_ZEROES: prep_write_zeroes(e, req, sqe); break;
 	default: assert(!"validated opcode");
 	}

@@ -78,7 +78,9 @@ struct tgt_export {
 
 /*
  * One backend per kind of backing store (nbdkit's struct backend): how it is
- * sized and how it zeroes.  Both kinds do their I/O alike (tgt_io_*).
+ * sized, how it zeroes, and its I/O.  Files and block devices share their
+ * I/O functions (io_uring on the export's fd); a backend that reaches its
+ * store another way (an NBD-backed export) fills them with its own.
  */
 struct tgt_backend {
 	const char *name;
@@ -86,29 +88,29 @@ struct tgt_backend {
 	int (*probe)(struct tgt_export *e);
 	/* WRITE_ZEROES: chains by TGT_ZC_*. */
 	const struct tgt_zero_chain *zero_chains;
+	/* Prepare one SQE; buf lies in the reactor's registered buffer
+	 * buf_index (TGT_BUF_*). */
+	void (*prep_read)(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
+			  uint64_t off, int buf_index);
+	void (*prep_write)(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
+			   uint32_t len, uint64_t off, int buf_index, bool fua);
+	void (*prep_flush)(struct tgt_export *e, struct io_uring_sqe *sqe);
+	void (*prep_discard)(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
+			     uint64_t len);
+	/* A zeroing method of the chain but TGT_ZM_WRITE (step 1: the second
+	 * half of TGT_ZM_PUNCH_ALLOC). */
+	void (*prep_zero)(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
+			  int step, uint64_t off, uint64_t len);
+	/* Write now, in the calling thread: bytes written or -errno. */
+	int (*write_now)(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 };
 
 /* backend_file.c */
 extern const struct tgt_backend tgt_backend_file;
 extern const struct tgt_backend tgt_backend_blockdev;
 
-/* backend_file.c: I/O on an export's fd.  Prepare one SQE; buf lies in the
- * reactor's registered buffer buf_index (TGT_BUF_*). */
-void tgt_io_prep_read(struct tgt_export *e, struct io_uring_sqe *sqe, void *buf, uint32_t len,
-		      uint64_t off, int buf_index);
-void tgt_io_prep_write(struct tgt_export *e, struct io_uring_sqe *sqe, const void *buf,
-		       uint32_t len, uint64_t off, int buf_index, bool fua);
-void tgt_io_prep_flush(struct tgt_export *e, struct io_uring_sqe *sqe);
-void tgt_io_prep_discard(struct tgt_export *e, struct io_uring_sqe *sqe, uint64_t off,
-			 uint64_t len);
-/* A zeroing method of the chain but TGT_ZM_WRITE (step 1: the second half
- * of TGT_ZM_PUNCH_ALLOC). */
-void tgt_io_prep_zero(struct tgt_export *e, struct io_uring_sqe *sqe, enum tgt_zero_method m,
-		      int step, uint64_t off, uint64_t len);
-/* Whether the reactor writes this itself, with tgt_io_write_now: bytes
- * written or -errno. */
+/* Whether the reactor writes this itself (the backend's write_now). */
 bool tgt_io_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
-int tgt_io_write_now(struct tgt_export *e, const void *buf, uint32_t len, uint64_t off);
 
 /* A host's association: created by CONNECT on an admin queue (session.c). */
 struct tgt_session {
