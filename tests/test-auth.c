@@ -446,6 +446,23 @@ static void test_keys(void)
 	is_int(rb_auth_key_parse("DHHC-1:00:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAACtVQoZ", &k,
 				 &why),
 	       -EINVAL, "missing final colon refused");
+	/* Written by nvme-cli 2.x: nvme gen-dhchap-key --hmac=N --nqn nqn.test */
+	{
+		static const char *const nvme[] = {
+		    "DHHC-1:00:M9W8LYlFdWGK/khh3tqW8bIzEyoPLdelSCCJKglfY0xF2t/l:",
+		    "DHHC-1:01:FgSbZRi9oXtZ2WA/zp7HXV1t8CoVAYlvP4SVsqoSiupFyflb:",
+		    "DHHC-1:02:8jYwfas93Dj/7D6pgoFZsc6OFupS+3Huyz27Y0HRtvZ/KBorzXnCk0IRcPZ/"
+		    "54hduD0RUw==:",
+		    "DHHC-1:03:b4PuqNvp247zuc7opSAMKhzqBEw/"
+		    "T7ePHvWxtA0RVkFYTmTpl2ruQiVbECBMur4g65Vibj9zPQy7/jXpim8+dh+tUuo=:",
+		};
+		static const unsigned int want_len[] = {32, 32, 48, 64};
+
+		for (unsigned int i = 0; i < 4; i++)
+			ok(rb_auth_key_parse(nvme[i], &k, &why) == 0 && k.hh == i &&
+			       k.len == want_len[i],
+			   "nvme-cli key with hmac %u parses", i);
+	}
 	for (unsigned int hh = 0; hh <= 3; hh++)
 		for (unsigned int len = 32; len <= 64; len += 16) {
 			struct rb_auth_key g, back;
