@@ -102,3 +102,40 @@ void rb_fatal(const char *fmt, ...)
 	rb_log(RB_LOG_ERR, "fatal: %s; aborting", msg);
 	abort();
 }
+
+static int esc_plain(unsigned char ch)
+{
+	return ch >= 0x20 && ch < 0x7f && ch != '\\';
+}
+
+const char *rb_log_escape(char *buf, size_t cap, const char *s, size_t maxlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, total = 0, room;
+	size_t i;
+
+	for (i = 0; i < maxlen && s[i]; i++)
+		total += esc_plain((unsigned char)s[i]) ? 1 : 4;
+	/* Cut: keep room for "..." after the last whole character. */
+	room = total + 1 <= cap ? cap - 1 : (cap >= 4 ? cap - 4 : 0);
+	for (i = 0; i < maxlen && s[i]; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (o + (esc_plain(ch) ? 1 : 4) > room)
+			break;
+		if (esc_plain(ch)) {
+			buf[o++] = (char)ch;
+		} else {
+			buf[o++] = '\\';
+			buf[o++] = 'x';
+			buf[o++] = hex[ch >> 4];
+			buf[o++] = hex[ch & 15];
+		}
+	}
+	if (total + 1 > cap && cap >= 4) {
+		memcpy(buf + o, "...", 3);
+		o += 3;
+	}
+	buf[o] = '\0';
+	return buf;
+}

@@ -15,6 +15,16 @@ enum rb_log_level rb_log_get_level(void);
 int rb_log_parse_level(const char *s, enum rb_log_level *out);
 const char *rb_log_level_name(enum rb_log_level level);
 
+/*
+ * A wire-supplied string (host id, export name) made safe for one log line:
+ * at most maxlen bytes of s are read (s need not be terminated), anything
+ * but printable ASCII and backslash becomes \xNN, and the result always
+ * fits in cap bytes (cap >= 1), ending in "..." when cut.  Returns buf.
+ */
+const char *rb_log_escape(char *buf, size_t cap, const char *s, size_t maxlen);
+/* Enough for a host id or export name escaped in full. */
+#define RB_LOG_ESCAPE_MAX (4 * 256 + 4)
+
 void rb_log(enum rb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rb_vlog(enum rb_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));

@@ -22,10 +22,12 @@ const char *rb_opcode_name(unsigned int opcode)
 	case RB_OP_FLUSH: return "FLUSH";
 	case RB_OP_WRITE_ZEROES: return "WRITE_ZEROES";
 	case RB_OP_DISCARD: return "DISCARD";
+	case RB_OP_QUEUE_AUTH: return "QUEUE_AUTH";
 	case RB_OP_CONNECT: return "CONNECT";
 	case RB_OP_KEEPALIVE: return "KEEPALIVE";
 	case RB_OP_DISCONNECT: return "DISCONNECT";
 	case RB_OP_LIST_EXPORTS: return "LIST_EXPORTS";
+	case RB_OP_AUTH: return "AUTH";
 	}
 	return "UNKNOWN";
 }
@@ -49,6 +51,12 @@ static const char *const status_names[RB_S_MAX] = {
 	[RB_S_BAD_VERSION] = "BAD_VERSION",
 	[RB_S_BUSY] = "BUSY",
 	[RB_S_PREDECESSOR_BUSY] = "PREDECESSOR_BUSY",
+	[RB_S_AUTH_REQUIRED] = "AUTH_REQUIRED",
+	[RB_S_AUTH_FAILED] = "AUTH_FAILED",
+	[RB_S_AUTH_HASH_UNUSABLE] = "AUTH_HASH_UNUSABLE",
+	[RB_S_AUTH_DHGROUP_UNUSABLE] = "AUTH_DHGROUP_UNUSABLE",
+	[RB_S_AUTH_OUT_OF_STATE] = "AUTH_OUT_OF_STATE",
+	[RB_S_AUTH_BIDI_UNAVAILABLE] = "AUTH_BIDI_UNAVAILABLE",
 };
 
 const char *rb_status_name(unsigned int status)
@@ -76,6 +84,57 @@ const char *rb_reject_name(unsigned int reason)
 	return "unknown reason";
 }
 
+const char *rb_auth_msg_name(unsigned int type)
+{
+	switch (type) {
+	case RB_AUTH_NEGOTIATE: return "NEGOTIATE";
+	case RB_AUTH_CHALLENGE: return "CHALLENGE";
+	case RB_AUTH_REPLY: return "REPLY";
+	case RB_AUTH_SUCCESS: return "SUCCESS";
+	}
+	return "UNKNOWN";
+}
+
+const char *rb_auth_hash_name(unsigned int hash)
+{
+	switch (hash) {
+	case RB_AUTH_HASH_SHA256: return "sha256";
+	case RB_AUTH_HASH_SHA384: return "sha384";
+	case RB_AUTH_HASH_SHA512: return "sha512";
+	}
+	return "unknown";
+}
+
+const char *rb_auth_dhgroup_name(unsigned int group)
+{
+	switch (group) {
+	case RB_AUTH_DH_NULL: return "null";
+	case RB_AUTH_DH_FFDHE2048: return "ffdhe2048";
+	case RB_AUTH_DH_FFDHE3072: return "ffdhe3072";
+	case RB_AUTH_DH_FFDHE4096: return "ffdhe4096";
+	case RB_AUTH_DH_FFDHE6144: return "ffdhe6144";
+	case RB_AUTH_DH_FFDHE8192: return "ffdhe8192";
+	}
+	return "unknown";
+}
+
+unsigned int rb_auth_hash_len(unsigned int hash)
+{
+	switch (hash) {
+	case RB_AUTH_HASH_SHA256: return 32;
+	case RB_AUTH_HASH_SHA384: return 48;
+	case RB_AUTH_HASH_SHA512: return 64;
+	}
+	return 0;
+}
+
+int rb_auth_dh_len(unsigned int group)
+{
+	static const int len[] = { 0, 256, 384, 512, 768, 1024 };
+
+	return group < sizeof(len) / sizeof(len[0]) ? len[group] : -1;
+}
+
 int rb_status_errno(unsigned int status)
 {
 	switch (status) {
@@ -95,6 +154,12 @@ int rb_status_errno(unsigned int status)
 	case RB_S_BUSY: return EAGAIN;
 	case RB_S_PREDECESSOR_BUSY: return EBUSY;
 	case RB_S_ABORTED: return ESHUTDOWN;
+	case RB_S_AUTH_REQUIRED:
+	case RB_S_AUTH_FAILED:
+	case RB_S_AUTH_HASH_UNUSABLE:
+	case RB_S_AUTH_DHGROUP_UNUSABLE:
+	case RB_S_AUTH_BIDI_UNAVAILABLE: return EACCES;
+	case RB_S_AUTH_OUT_OF_STATE: return EPROTO;
 	case RB_S_IO_ERROR:
 	case RB_S_TRANSFER_ERROR:
 	default: return EIO;
@@ -230,6 +295,8 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
 	err->value = 0;
 	if (!rb_opcode_known(c->opcode))
 		return fail(err, "opcode", c->opcode, RB_S_INVALID_OPCODE);
+	if ((c->opcode == RB_OP_AUTH || c->opcode == RB_OP_QUEUE_AUTH) && !ctx->auth)
+		return fail(err, "opcode", c->opcode, RB_S_INVALID_OPCODE);
 	st = check_common(c, ctx, err);
 	if (st)
 		return st;
@@ -280,6 +347,30 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
 			st = fail(err, "opcode", c->opcode, RB_S_NOT_SUPPORTED);
 		return st;
 	}
+	case RB_OP_QUEUE_AUTH:
+		/* Fixed size, in-capsule whatever incapsule was granted: the
+		 * receives of a v2 I/O queue always have room for it. */
+		if (fua)
+			return fail(err, "flags", c->flags, RB_S_INVALID_FIELD);
+		if (rb_from_le64(c->offset))
+			return fail(err, "offset", rb_from_le64(c->offset), RB_S_INVALID_FIELD);
+		if (len != RB_QUEUE_AUTH_SIZE)
+			return fail(err, "length", len, RB_S_INVALID_FIELD);
+		if (c->sgl.type != RB_SGL_INCAPSULE)
+			return fail(err, "sgl.type", c->sgl.type, RB_S_SGL_INVALID);
+		if (rb_from_le32(c->sgl.length) != len)
+			return fail(err, "sgl.length", rb_from_le32(c->sgl.length), RB_S_SGL_INVALID);
+		if (rb_from_le64(c->sgl.addr) || rb_from_le32(c->sgl.key))
+			return fail(err, "sgl.addr", rb_from_le64(c->sgl.addr), RB_S_SGL_INVALID);
+		if (ctx->received != len)
+			return fail(err, "in-capsule data", ctx->received, RB_S_SGL_INVALID);
+		return RB_S_SUCCESS;
+	case RB_OP_AUTH:
+		if (fua)
+			return fail(err, "flags", c->flags, RB_S_INVALID_FIELD);
+		if (len != RB_AUTH_BUF_SIZE)
+			return fail(err, "length", len, RB_S_INVALID_FIELD);
+		return check_sgl(c, ctx, 1, 0, err);
 	case RB_OP_CONNECT:
 		if (fua)
 			return fail(err, "flags", c->flags, RB_S_INVALID_FIELD);
@@ -396,6 +487,132 @@ int rb_check_connect_rsp(const struct rb_connect_rsp *rsp, uint16_t asked_queues
 	if (depth > asked_depth)
 		over |= RB_GRANT_OVER_DEPTH;
 	return over;
+}
+
+/* The DH public value: exactly the group's size, zero beyond it. */
+static int check_dh(unsigned int group, uint16_t dh_len_le, const uint8_t *pub, const char *field,
+		    struct rb_validate_err *err)
+{
+	int want = rb_auth_dh_len(group);
+	uint16_t got = rb_from_le16(dh_len_le);
+
+	if (want < 0)
+		return fail(err, "auth.dhgroup", group, -1);
+	if (got != want)
+		return fail(err, field, got, -1);
+	if (!all_zero(pub + got, RB_AUTH_DH_MAX - got))
+		return fail(err, field, got, -1);
+	/* A public value of 0 or 1 would make the shared secret trivial;
+	 * OpenSSL checks the range too, this catches the all-zero case early. */
+	if (got && all_zero(pub, got))
+		return fail(err, field, 0, -1);
+	return 0;
+}
+
+/* A proof: the hash's digest, zero padded. */
+static int check_proof(unsigned int hash, const uint8_t *proof, const char *field,
+		       struct rb_validate_err *err)
+{
+	unsigned int n = rb_auth_hash_len(hash);
+
+	if (!n)
+		return fail(err, "auth.hash", hash, -1);
+	if (!all_zero(proof + n, RB_AUTH_PROOF_MAX - n))
+		return fail(err, field, n, -1);
+	return 0;
+}
+
+static int check_auth_host(const union rb_auth_host_msg *m, struct rb_validate_err *err)
+{
+	const struct rb_auth_hdr *h = &m->hdr;
+
+	if (rb_from_le32(h->rsvd))
+		return fail(err, "auth.rsvd", rb_from_le32(h->rsvd), -1);
+	if (h->flags & ~RB_AUTH_F_BIDI)
+		return fail(err, "auth.flags", h->flags, -1);
+	switch (h->type) {
+	case RB_AUTH_NEGOTIATE: {
+		const struct rb_auth_negotiate *n = &m->neg;
+
+		if (h->hash || h->dhgroup)
+			return fail(err, "auth.hash", h->hash, -1);
+		if (!n->hash_mask || (n->hash_mask & ~RB_AUTH_HASH_MASK_ALL))
+			return fail(err, "negotiate.hash_mask", n->hash_mask, -1);
+		if (!n->dh_mask || (n->dh_mask & ~RB_AUTH_DH_MASK_ALL))
+			return fail(err, "negotiate.dh_mask", n->dh_mask, -1);
+		if (!all_zero(n->rsvd, sizeof(n->rsvd)))
+			return fail(err, "negotiate.rsvd", 0, -1);
+		if (!all_zero(m->raw + sizeof(*n), sizeof(m->raw) - sizeof(*n)))
+			return fail(err, "negotiate.padding", 0, -1);
+		return 0;
+	}
+	case RB_AUTH_REPLY: {
+		const struct rb_auth_reply *r = &m->reply;
+
+		if (check_proof(h->hash, r->proof, "reply.proof", err) ||
+		    check_dh(h->dhgroup, r->dh_len, r->dh_pub, "reply.dh_len", err))
+			return -1;
+		if (!(h->flags & RB_AUTH_F_BIDI) && !all_zero(r->nonce, sizeof(r->nonce)))
+			return fail(err, "reply.nonce", 0, -1);
+		if (!all_zero(r->rsvd, sizeof(r->rsvd)))
+			return fail(err, "reply.rsvd", 0, -1);
+		return 0;
+	}
+	}
+	return fail(err, "auth.type", h->type, -1);
+}
+
+enum rb_status rb_check_auth_host_msg(const union rb_auth_host_msg *m, struct rb_validate_err *err)
+{
+	err->field = NULL;
+	err->value = 0;
+	return check_auth_host(m, err) ? RB_S_INVALID_FIELD : RB_S_SUCCESS;
+}
+
+static int check_auth_tgt(const union rb_auth_tgt_msg *m, unsigned int type,
+			  struct rb_validate_err *err)
+{
+	const struct rb_auth_hdr *h = &m->hdr;
+
+	if (h->type != type)
+		return fail(err, "auth.type", h->type, -1);
+	if (rb_from_le32(h->rsvd))
+		return fail(err, "auth.rsvd", rb_from_le32(h->rsvd), -1);
+	if (h->flags & ~RB_AUTH_F_BIDI)
+		return fail(err, "auth.flags", h->flags, -1);
+	if (type == RB_AUTH_CHALLENGE) {
+		const struct rb_auth_challenge *c = &m->chal;
+
+		if (h->flags)
+			return fail(err, "auth.flags", h->flags, -1);
+		if (!rb_auth_hash_len(h->hash))
+			return fail(err, "auth.hash", h->hash, -1);
+		if (check_dh(h->dhgroup, c->dh_len, c->dh_pub, "challenge.dh_len", err))
+			return -1;
+		if (!all_zero(c->rsvd, sizeof(c->rsvd)))
+			return fail(err, "challenge.rsvd", 0, -1);
+		return 0;
+	}
+	if (type == RB_AUTH_SUCCESS) {
+		const struct rb_auth_success *s = &m->succ;
+
+		if (check_proof(h->hash, s->proof, "success.proof", err))
+			return -1;
+		if (!(h->flags & RB_AUTH_F_BIDI) && !all_zero(s->proof, sizeof(s->proof)))
+			return fail(err, "success.proof", 0, -1);
+		if (!all_zero(m->raw + sizeof(*s), sizeof(m->raw) - sizeof(*s)))
+			return fail(err, "success.padding", 0, -1);
+		return 0;
+	}
+	return fail(err, "auth.type", h->type, -1);
+}
+
+int rb_check_auth_tgt_msg(const union rb_auth_tgt_msg *m, unsigned int type,
+			  struct rb_validate_err *err)
+{
+	err->field = NULL;
+	err->value = 0;
+	return check_auth_tgt(m, type, err) ? -EPROTO : 0;
 }
 
 uint32_t rb_export_list_fix(struct rb_export_entry *ents, uint32_t cap, uint64_t result,

@@ -13,6 +13,9 @@
 
 #define RB_MAGIC 0x4b4c4252u /* "RBLK" read as little-endian u32 */
 #define RB_PROTO_VERSION 1
+/* Version 2 authenticates every queue (docs/protocol.md, "Authentication");
+ * RB_PROTO_VERSION becomes this once the daemons speak it. */
+#define RB_PROTO_VERSION_AUTH 2
 
 #define RB_DEFAULT_PORT 4520 /* tcp and rdma (RDMA CM port space TCP) */
 
@@ -28,11 +31,13 @@ enum rb_opcode {
 	RB_OP_FLUSH = 0x03,
 	RB_OP_WRITE_ZEROES = 0x04,
 	RB_OP_DISCARD = 0x05,
+	RB_OP_QUEUE_AUTH = 0x06, /* v2: first command of an I/O queue */
 
 	RB_OP_CONNECT = 0x80,
 	RB_OP_KEEPALIVE = 0x81,
 	RB_OP_DISCONNECT = 0x82,
 	RB_OP_LIST_EXPORTS = 0x83,
+	RB_OP_AUTH = 0x84, /* v2: one step of the admin queue's exchange */
 };
 
 /* Command flags (rb_capsule.flags). */
@@ -71,6 +76,12 @@ enum rb_status {
 	RB_S_BAD_VERSION = 15,
 	RB_S_BUSY = 16,
 	RB_S_PREDECESSOR_BUSY = 17, /* replaced session still has commands in flight */
+	RB_S_AUTH_REQUIRED = 18, /* queue not authenticated: only the exchange allowed */
+	RB_S_AUTH_FAILED = 19, /* host proof wrong (or no secret for this host) */
+	RB_S_AUTH_HASH_UNUSABLE = 20, /* no offered hash the target accepts */
+	RB_S_AUTH_DHGROUP_UNUSABLE = 21, /* no offered DH group the target accepts */
+	RB_S_AUTH_OUT_OF_STATE = 22, /* auth message not expected now */
+	RB_S_AUTH_BIDI_UNAVAILABLE = 23, /* host asked for a target proof; no target secret */
 	RB_S_MAX
 };
 
@@ -192,8 +203,10 @@ struct rb_connect_rsp {
 	uint16_t nr_io_queues; /* 32: granted */
 	uint16_t queue_depth; /* 34: max per I/O queue */
 	uint32_t phys_block_size; /* 36 */
-	uint8_t rsvd[24]; /* 40 */
+	uint32_t auth_flags; /* 40: v2: RB_CONNECT_AUTH_*; v1: 0 */
+	uint8_t rsvd[20]; /* 44 */
 } __attribute__((packed));
+_Static_assert(offsetof(struct rb_connect_rsp, auth_flags) == 40, "auth_flags at 40");
 _Static_assert(sizeof(struct rb_connect_rsp) == 64, "connect rsp is 64 bytes");
 
 #define RB_CONNECT_RSP_OFFSET 512
@@ -208,6 +221,141 @@ struct rb_export_entry {
 } __attribute__((packed));
 _Static_assert(sizeof(struct rb_export_entry) == 272, "export entry is 272 bytes");
 
+/*
+ * Authentication (protocol version 2, docs/protocol.md "Authentication").
+ * Hash and DH group identifiers are those of NVMe DH-HMAC-CHAP; a mask has
+ * bit (1 << id) set for each identifier offered or accepted.
+ */
+enum rb_auth_hash {
+	RB_AUTH_HASH_SHA256 = 1,
+	RB_AUTH_HASH_SHA384 = 2,
+	RB_AUTH_HASH_SHA512 = 3,
+};
+#define RB_AUTH_HASH_MASK_ALL 0x0eu
+enum rb_auth_dhgroup {
+	RB_AUTH_DH_NULL = 0, /* no Diffie-Hellman */
+	RB_AUTH_DH_FFDHE2048 = 1,
+	RB_AUTH_DH_FFDHE3072 = 2,
+	RB_AUTH_DH_FFDHE4096 = 3,
+	RB_AUTH_DH_FFDHE6144 = 4,
+	RB_AUTH_DH_FFDHE8192 = 5,
+};
+#define RB_AUTH_DH_MASK_ALL 0x3fu
+
+enum rb_auth_msg_type {
+	RB_AUTH_NEGOTIATE = 1, /* host -> target */
+	RB_AUTH_CHALLENGE = 2, /* target -> host */
+	RB_AUTH_REPLY = 3, /* host -> target */
+	RB_AUTH_SUCCESS = 4, /* target -> host */
+};
+#define RB_AUTH_F_BIDI 0x01u /* host verifies the target (rb_auth_hdr.flags) */
+
+#define RB_AUTH_NONCE_SIZE 32
+#define RB_AUTH_PROOF_MAX 64 /* SHA-512; shorter digests are zero padded */
+#define RB_AUTH_DH_MAX 1024 /* ffdhe8192 public value */
+
+struct rb_auth_hdr {
+	uint8_t type; /* 0: enum rb_auth_msg_type */
+	uint8_t hash; /* 1: enum rb_auth_hash chosen (0 in NEGOTIATE) */
+	uint8_t dhgroup; /* 2: enum rb_auth_dhgroup chosen (0 in NEGOTIATE) */
+	uint8_t flags; /* 3: RB_AUTH_F_* */
+	uint32_t rsvd; /* 4 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_auth_hdr) == 8, "auth hdr is 8 bytes");
+
+struct rb_auth_negotiate {
+	struct rb_auth_hdr hdr; /* 0: flags: BIDI if the host has a target secret */
+	uint8_t hash_mask; /* 8: hashes the host accepts */
+	uint8_t dh_mask; /* 9: DH groups the host accepts (bit 0: none) */
+	uint8_t rsvd[6]; /* 10 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_auth_negotiate) == 16, "auth negotiate is 16 bytes");
+
+struct rb_auth_challenge {
+	struct rb_auth_hdr hdr; /* 0 */
+	uint8_t nonce[RB_AUTH_NONCE_SIZE]; /* 8: target nonce */
+	uint16_t dh_len; /* 40: bytes of dh_pub used, the group's size or 0 */
+	uint8_t rsvd[6]; /* 42 */
+	uint8_t dh_pub[RB_AUTH_DH_MAX]; /* 48: target's public value, big endian */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_auth_challenge) == 1072, "auth challenge is 1072 bytes");
+
+struct rb_auth_reply {
+	struct rb_auth_hdr hdr; /* 0: hash, dhgroup as challenged; BIDI */
+	uint8_t nonce[RB_AUTH_NONCE_SIZE]; /* 8: host nonce (zero without BIDI) */
+	uint8_t proof[RB_AUTH_PROOF_MAX]; /* 40: host proof */
+	uint16_t dh_len; /* 104 */
+	uint8_t rsvd[6]; /* 106 */
+	uint8_t dh_pub[RB_AUTH_DH_MAX]; /* 112: host's public value */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_auth_reply) == 1136, "auth reply is 1136 bytes");
+
+struct rb_auth_success {
+	struct rb_auth_hdr hdr; /* 0: hash, dhgroup; BIDI: proof present */
+	uint8_t proof[RB_AUTH_PROOF_MAX]; /* 8: target proof, zero without BIDI */
+	struct rb_connect_rsp connect; /* 72: the grant CONNECT withheld */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_auth_success) == 136, "auth success is 136 bytes");
+
+/* AUTH: keyed SGL naming one buffer: host half, then target half. */
+#define RB_AUTH_HOST_HALF 1136
+#define RB_AUTH_RSP_OFFSET RB_AUTH_HOST_HALF
+#define RB_AUTH_TGT_HALF 1072
+#define RB_AUTH_BUF_SIZE (RB_AUTH_HOST_HALF + RB_AUTH_TGT_HALF)
+
+union rb_auth_host_msg {
+	struct rb_auth_hdr hdr;
+	struct rb_auth_negotiate neg;
+	struct rb_auth_reply reply;
+	uint8_t raw[RB_AUTH_HOST_HALF];
+};
+_Static_assert(sizeof(union rb_auth_host_msg) == RB_AUTH_HOST_HALF, "host half");
+
+union rb_auth_tgt_msg {
+	struct rb_auth_hdr hdr;
+	struct rb_auth_challenge chal;
+	struct rb_auth_success succ;
+	uint8_t raw[RB_AUTH_TGT_HALF];
+};
+_Static_assert(sizeof(union rb_auth_tgt_msg) == RB_AUTH_TGT_HALF, "target half");
+
+/* CONNECT response, v2: the grant is withheld until AUTH succeeds. */
+#define RB_CONNECT_AUTH_REQUIRED 0x01u /* rb_connect_rsp.auth_flags */
+
+/*
+ * Version 2 connection private data of an I/O queue: the host's nonce rides
+ * in the request (54 bytes: what RDMA CM leaves after the transport's 2-byte
+ * framing of its 56), the target's nonce and proof in the accept.
+ */
+struct rb_cm_req2 {
+	uint32_t magic; /* 0: RB_MAGIC */
+	uint16_t version; /* 4: RB_PROTO_VERSION_AUTH */
+	uint16_t qid; /* 6 */
+	uint16_t depth; /* 8 */
+	uint32_t incapsule; /* 10 */
+	uint64_t session; /* 14 */
+	uint8_t nonce[RB_AUTH_NONCE_SIZE]; /* 22: host nonce (I/O queues), else 0 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_cm_req2) == 54, "cm req v2 is 54 bytes");
+
+struct rb_cm_rep2 {
+	uint32_t magic; /* 0 */
+	uint16_t version; /* 4 */
+	uint16_t depth; /* 6 */
+	uint32_t incapsule; /* 8 */
+	uint32_t rsvd; /* 12 */
+	uint8_t nonce[RB_AUTH_NONCE_SIZE]; /* 16: target nonce (I/O queues), else 0 */
+	uint8_t proof[RB_AUTH_PROOF_MAX]; /* 48: target queue proof, else 0 */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_cm_rep2) == 112, "cm rep v2 is 112 bytes");
+
+/* QUEUE_AUTH: in-capsule data of exactly this, whatever incapsule was granted. */
+struct rb_queue_auth {
+	uint8_t proof[RB_AUTH_PROOF_MAX]; /* host queue proof, zero padded */
+} __attribute__((packed));
+_Static_assert(sizeof(struct rb_queue_auth) == 64, "queue auth is 64 bytes");
+#define RB_QUEUE_AUTH_SIZE 64
+
 /* Little-endian accessors; the only way code reads or writes wire fields. */
 #define rb_le16(x) htole16(x)
 #define rb_le32(x) htole32(x)
@@ -220,6 +368,13 @@ const char *rb_opcode_name(unsigned int opcode);
 int rb_opcode_known(unsigned int opcode);
 const char *rb_status_name(unsigned int status);
 const char *rb_reject_name(unsigned int reason);
+const char *rb_auth_msg_name(unsigned int type);
+const char *rb_auth_hash_name(unsigned int hash);
+const char *rb_auth_dhgroup_name(unsigned int group);
+/* Digest bytes of an rb_auth_hash, 0 if unknown. */
+unsigned int rb_auth_hash_len(unsigned int hash);
+/* Public value bytes of an rb_auth_dhgroup (0 for none), -1 if unknown. */
+int rb_auth_dh_len(unsigned int group);
 /* Map a status to a positive errno value for frontends (NBD, ublk). */
 int rb_status_errno(unsigned int status);
 /* Map a negative errno from the backend to a status. */
@@ -237,6 +392,7 @@ struct rb_validate_ctx {
 	uint32_t incapsule; /* negotiated in-capsule limit */
 	uint32_t received; /* bytes of in-capsule data actually received */
 	uint32_t export_flags; /* RB_EXP_* */
+	int auth; /* a version 2 queue: AUTH and QUEUE_AUTH exist (else INVALID_OPCODE) */
 };
 
 /* Field named by a validation failure, for the log line. */
@@ -294,6 +450,17 @@ int rb_check_connect_rsp(const struct rb_connect_rsp *rsp, uint16_t asked_queues
  * in its response: returns the entries usable (at most cap) and NUL-
  * terminates their names; *total is the visible count, never below that.
  */
+/*
+ * Authentication messages, one choke point each side.  Target: the host
+ * half of an AUTH buffer, RB_S_SUCCESS or INVALID_FIELD (err names the
+ * field); whether the type fits the exchange's state is the state
+ * machine's business (lib/auth.c).  Host: the target half, expecting
+ * `type`: 0 or -EPROTO.  Unused bytes of a half must be zero.
+ */
+enum rb_status rb_check_auth_host_msg(const union rb_auth_host_msg *m, struct rb_validate_err *err);
+int rb_check_auth_tgt_msg(const union rb_auth_tgt_msg *m, unsigned int type,
+			  struct rb_validate_err *err);
+
 uint32_t rb_export_list_fix(struct rb_export_entry *ents, uint32_t cap, uint64_t result,
 			    uint32_t *total);
 

@@ -7,7 +7,7 @@ PKGS=(
 	# build
 	build-essential autoconf automake libtool pkg-config
 	liburing-dev libinih-dev libsystemd-dev libnl-genl-3-dev libnl-3-dev
-	librdmacm-dev libibverbs-dev
+	librdmacm-dev libibverbs-dev libssl-dev
 	# tests, bench, fuzzing
 	libnbd-dev libnbd-bin nbdkit fio python3 clang-14 libclang-rt-14-dev
 	systemd iproute2 e2fsprogs util-linux groff-base
