@@ -120,8 +120,8 @@ static void usage(FILE *f)
 		"  -a, --attach NAME        use the [attach NAME] section of the config\n"
 		"      --host-id ID         host identity sent to the target\n"
 		"                           (default rdmablk:uuid:<machine-id>)\n"
-		"  -q, --queues N           I/O queues (default 2)\n"
-		"  -d, --queue-depth N      commands per I/O queue (default 128)\n"
+		"  -q, --queues N           I/O queues (1..128, default 2)\n"
+		"  -d, --queue-depth N      commands per I/O queue (1..1024, default 128)\n"
 		"      --timeout MS         per-command timeout; late commands fail with EIO\n"
 		"                           (default 30000)\n"
 		"      --keepalive MS       keep-alive timeout, KEEPALIVE every MS/2\n"
@@ -191,15 +191,16 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case 'a': c->attach = optarg; break;
 		case OPT_HOSTID: c->hostid = optarg; break;
 		case 'q':
-			c->queues = parse_num("--queues", optarg, 1, 256);
+			c->queues = parse_num("--queues", optarg, 1, RB_ATTACH_QUEUES_MAX);
 			c->queues_set = true;
 			break;
 		case 'd':
-			c->depth = parse_num("--queue-depth", optarg, 1, 4096);
+			c->depth = parse_num("--queue-depth", optarg, 1, RB_ATTACH_DEPTH_MAX);
 			c->depth_set = true;
 			break;
 		case OPT_TIMEOUT:
-			c->timeout = parse_num("--timeout", optarg, 100, 3600000);
+			c->timeout = parse_num("--timeout", optarg, RB_ATTACH_TIMEOUT_MIN,
+					       RB_ATTACH_TIMEOUT_MAX);
 			c->timeout_set = true;
 			break;
 		case OPT_KATO:
@@ -213,15 +214,19 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 			c->threads_set = true;
 			break;
 		case OPT_CONNECT_TIMEOUT:
-			c->connect_timeout = parse_num("--connect-timeout", optarg, 100, 600000);
+			c->connect_timeout =
+			    parse_num("--connect-timeout", optarg, RB_TOPT_CONNECT_TIMEOUT_MIN,
+				      RB_TOPT_CONNECT_TIMEOUT_MAX);
 			c->connect_timeout_set = true;
 			break;
 		case OPT_CTRL_LOSS:
-			c->ctrl_loss = parse_num("--ctrl-loss-tmo", optarg, 0, 3600000);
+			c->ctrl_loss =
+			    parse_num("--ctrl-loss-tmo", optarg, 0, RB_ATTACH_CTRL_LOSS_MAX);
 			c->ctrl_loss_set = true;
 			break;
 		case OPT_RECONNECT_DELAY:
-			c->rc_delay = parse_num("--reconnect-delay", optarg, 100, 600000);
+			c->rc_delay = parse_num("--reconnect-delay", optarg, RB_ATTACH_RC_DELAY_MIN,
+						RB_ATTACH_RC_DELAY_MAX);
 			c->rc_delay_set = true;
 			break;
 		case 's': c->nbd_socket = optarg; break;
@@ -229,7 +234,8 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case OPT_LISTEN_ANY: c->nbd_listen_any = true; break;
 		case OPT_NBD_DEVICE: c->nbd_device = optarg; break;
 		case OPT_NBD_MAX_CLIENTS:
-			c->nbd_max_clients = parse_num("--nbd-max-clients", optarg, 1, 65536);
+			c->nbd_max_clients =
+			    parse_num("--nbd-max-clients", optarg, 1, RB_ATTACH_NBD_CLIENTS_MAX);
 			c->nbd_max_clients_set = true;
 			break;
 		case OPT_UBLK: c->ublk = true; break;
@@ -239,16 +245,20 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case OPT_LOG_LEVEL: c->log_level = optarg; break;
 		case OPT_BUSY_POLL: c->busy_poll = true; break;
 		case OPT_POLL_US:
-			c->poll_us = (int)parse_num("--poll-us", optarg, 0, 1000000);
+			c->poll_us = (int)parse_num("--poll-us", optarg, 0, RB_TOPT_POLL_US_MAX);
 			break;
-		case OPT_TOS: c->tos = (int)parse_num("--tos", optarg, 0, 255); break;
+		case OPT_TOS: c->tos = (int)parse_num("--tos", optarg, 0, RB_TOPT_TOS_MAX); break;
 		case OPT_ACK_TIMEOUT:
-			c->ack_timeout = (int)parse_num("--ack-timeout", optarg, 0, 31);
+			c->ack_timeout =
+			    (int)parse_num("--ack-timeout", optarg, 0, RB_TOPT_ACK_TIMEOUT_MAX);
 			break;
 		case OPT_RETRY_COUNT:
-			c->retry_count = (int)parse_num("--retry-count", optarg, 0, 7);
+			c->retry_count =
+			    (int)parse_num("--retry-count", optarg, 0, RB_TOPT_RETRY_MAX);
 			break;
-		case OPT_RNR_RETRY: c->rnr_retry = (int)parse_num("--rnr-retry", optarg, 0, 7); break;
+		case OPT_RNR_RETRY:
+			c->rnr_retry = (int)parse_num("--rnr-retry", optarg, 0, RB_TOPT_RETRY_MAX);
+			break;
 		case OPT_LIST: c->list = true; break;
 		case 'h': usage(stdout); exit(EXIT_SUCCESS);
 		case 'V':
@@ -411,13 +421,6 @@ static int build_run(const struct cli *c, struct run *r)
 	r->p.ctrl_loss_tmo_ms = c->ctrl_loss_set ? c->ctrl_loss : r->attach.ctrl_loss_tmo_ms;
 	r->p.reconnect_delay_ms = c->rc_delay_set ? c->rc_delay : r->attach.reconnect_delay_ms;
 	r->p.nr_reactors = c->threads_set ? c->threads : 0;
-	if (r->p.nr_io_queues == 0 || r->p.queue_depth == 0 || r->p.queue_depth > 4096 ||
-	    r->p.nr_io_queues > 256) {
-		fprintf(stderr, PROG ": queues must be 1..256 and queue depth 1..4096\n");
-		return -EINVAL;
-	}
-	if (r->p.timeout_ms < 100)
-		r->p.timeout_ms = 100;
 
 	r->nbd_socket = c->nbd_socket ? c->nbd_socket :
 			r->attach.nbd_socket[0] ? r->attach.nbd_socket : NULL;
