@@ -58,6 +58,26 @@ void nbd_server_tick(struct nbd_server *srv);
 /* After rb_session_close (which completes anything still in flight). */
 void nbd_server_free(struct nbd_server *srv);
 
+/* ---- the NBD frontend's run (nbd_serve.c) ------------------------------ */
+
+/* Where to serve; at least one of socket, listen, device. */
+struct nbd_serve_cfg {
+	const char *socket; /* Unix socket path */
+	const char *listen; /* "HOST:PORT" */
+	bool listen_any; /* a non-loopback listen address is allowed */
+	const char *device; /* "/dev/nbdN" or "auto" */
+	uint32_t max_clients; /* from the listeners at once */
+};
+
+/*
+ * The whole NBD run: listeners and the kernel device first (a bad address
+ * or busy device fails before the target is touched), the session, then
+ * serve until SIGTERM/SIGINT arrive on sig_fd (a signalfd) or the kernel
+ * device is disconnected by someone else, then shut down.  Prints
+ * "attached /dev/nbdN" with a kernel device.  Returns 0 or -errno.
+ */
+int nbd_serve(const struct rb_session_params *p, const struct nbd_serve_cfg *cfg, int sig_fd);
+
 /* ---- listening sockets (nbd_listen.c) ---------------------------------- */
 
 #define NBD_MAX_LISTEN 8
