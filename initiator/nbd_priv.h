@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* NBD frontend internals shared by nbd_client.c and nbd_server.c. */
+/* NBD frontend internals shared by nbd_server.c, nbd_client.c and nbd_request.c. */
 #ifndef RB_NBD_PRIV_H
 #define RB_NBD_PRIV_H
 
@@ -138,13 +138,17 @@ void nbd_client_close(struct nbd_client *c, const char *why);
 void nbd_client_input(struct nbd_client *c);
 
 /* nbd_request.c */
-/* The request header in c->hdr is complete: validate it, then start it
- * or refuse it. */
-void nbd_req_handle(struct nbd_client *c);
-/* A WRITE's payload is in its slots: send the command(s). */
+/* A request object for c (from its free list), zeroed, counted in nr_reqs. */
+struct nbd_req *nbd_req_alloc(struct nbd_client *c);
+/* The rb_io opcode for an NBD command type. */
+uint8_t nbd_req_opcode(uint16_t type);
+/* The request holds its slots (a WRITE's payload is in them): send the
+ * command(s); a refused submit queues the error reply at once. */
 void nbd_req_submit(struct nbd_client *c, struct nbd_req *req);
 /* Queue req's reply (error nbd_err) for the client's socket. */
 void nbd_req_queue_reply(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err);
+/* Give back its slots, if it holds them. */
+void nbd_req_put_slots(struct nbd_req *req);
 /* Give back its slots and the request itself. */
 void nbd_req_release(struct nbd_req *req);
 
