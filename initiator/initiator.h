@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "bufpool.h"
+#include "reactor.h"
 #include "session.h"
 #include "spin.h"
 #include "transport.h"
@@ -23,7 +24,6 @@
 #define INI_MAX_CHUNK (1u << 20) /* cap on a slot buffer, whatever max_transfer says */
 #define INI_DEFAULT_INCAPSULE 8192u
 #define INI_TICK_MAX_MS 250u
-#define INI_WC_BATCH 32
 #define INI_TEARDOWN_MS 3000u /* flush wait at teardown */
 #define INI_DISCONNECT_MS 3000u /* DISCONNECT answer wait at close */
 
@@ -37,6 +37,7 @@ struct ini_recv {
 struct rb_queue {
 	struct rb_session *s;
 	struct rb_reactor *r;
+	struct ini_reactor_queue rq; /* registered with r */
 	const struct rb_transport_ops *ops;
 	struct rb_conn *conn;
 	uint16_t qid;
@@ -76,43 +77,6 @@ struct rb_queue {
 	struct rb_task kill_task; /* posted from another reactor: session lost */
 };
 
-struct rb_reactor {
-	int id;
-	struct rb_session *s;
-	pthread_t thread;
-	bool inited; /* ini_reactor_init succeeded; fini undoes it once */
-	bool started;
-	int epfd;
-	int wake_fd; /* eventfd: inbox */
-	int timer_fd;
-	uint32_t tick_ms;
-	struct rb_spin spin; /* busy-poll / poll-us */
-	unsigned int arrivals; /* responses received this round, for spin */
-	atomic_bool stop;
-
-	const struct rb_transport_ops *ops;
-	struct rb_domain *domain;
-	struct rb_cq *cq;
-	struct rb_poll cq_poll, wake_poll, timer_poll;
-	bool cq_fired; /* this round: cq_fd fired and was re-armed */
-	bool domain_lost; /* the CQ's device was removed: release it */
-
-	pthread_mutex_t inbox_lock;
-	struct rb_task *inbox_head, *inbox_tail;
-	struct rb_task *defer_head, *defer_tail;
-	/* owner_only tasks deferred while another thread drove this reactor */
-	struct rb_task *owed_head, *owed_tail;
-	pthread_t owner; /* the reactor thread, once has_owner */
-	atomic_bool has_owner;
-
-	struct rb_queue **queues; /* owned: timeouts are scanned per tick */
-	unsigned int nr_queues;
-	bool owns_admin;
-	bool leaked_queue; /* a queue on this CQ could not be freed: keep the CQ */
-	struct rb_task pause_task; /* recovery: park this thread (recover.c) */
-	bool resumed; /* pause_task ran: the rest of this batch may be stale */
-};
-
 struct rb_session {
 	struct rb_session_params p;
 	char target[300]; /* "tcp://HOST:PORT" */
@@ -144,26 +108,6 @@ struct rb_session {
 	bool ka_busy;
 	uint64_t ka_next_ms;
 };
-
-/* reactor.c */
-int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id);
-int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
-		       struct rb_domain *d, uint32_t depth);
-int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q);
-void ini_reactor_del_queue(struct rb_reactor *r, struct rb_queue *q);
-/* Destroy the CQ (nothing may be attached); a later set_cq makes a new one. */
-void ini_reactor_drop_cq(struct rb_reactor *r);
-int ini_reactor_start(struct rb_reactor *r);
-void ini_reactor_stop(struct rb_reactor *r);
-void ini_reactor_fini(struct rb_reactor *r);
-/* Reactor not running: drive its CQ, deferred tasks and timeouts on the
- * calling thread until cond(arg) holds or deadline_ms passes (-ETIMEDOUT). */
-int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
-		     uint64_t deadline_ms);
-/* One non-blocking pass of the above (CQ, deferred work, timeouts). */
-void ini_reactor_progress(struct rb_reactor *r);
-/* Handle every completion the CQ holds now (a queue's reap does, before EIO). */
-void ini_reactor_poll(struct rb_reactor *r);
 
 /* queue.c (I/O path) and queue_conn.c (set-up and teardown) */
 struct ini_queue_cfg {
@@ -204,7 +148,6 @@ int ini_queue_post_recv(struct rb_queue *q, struct ini_recv *rv);
 int ini_queue_reissue_all(struct rb_queue *q, uint64_t deadline, uint32_t *n);
 
 /* session.c */
-void ini_session_tick(struct rb_session *s, uint64_t now_ms);
 void ini_session_queue_died(struct rb_session *s, struct rb_queue *q);
 /* Drive every CQ from the calling thread until the queues are quiet. */
 void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms);

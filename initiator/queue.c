@@ -623,8 +623,32 @@ void ini_queue_tick(struct rb_queue *q, uint64_t now)
 
 /* ---- for queue_conn.c ----------------------------------------------------- */
 
+/* ---- what the reactor asks of the queue (reactor.h) ---------------------- */
+
+static void rq_tick(struct ini_reactor_queue *rq, uint64_t now_ms)
+{
+	ini_queue_tick(rb_container_of(rq, struct rb_queue, rq), now_ms);
+}
+
+static bool rq_waits_for_send(const struct ini_reactor_queue *rq)
+{
+	return ini_queue_waits_for_send(rb_container_of(rq, const struct rb_queue, rq));
+}
+
+static bool rq_release_transport(struct ini_reactor_queue *rq)
+{
+	return ini_queue_release_transport(rb_container_of(rq, struct rb_queue, rq));
+}
+
+static const struct ini_reactor_queue_ops queue_reactor_ops = {
+	.tick = rq_tick,
+	.waits_for_send = rq_waits_for_send,
+	.release_transport = rq_release_transport,
+};
+
 void ini_queue_init_tasks(struct rb_queue *q)
 {
+	q->rq.ops = &queue_reactor_ops;
 	q->reap_task.fn = reap;
 	q->wake_task.fn = wake_waiters;
 	q->kill_task.fn = kill_task;

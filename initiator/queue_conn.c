@@ -246,7 +246,7 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 		q->slots[cid].free = true;
 		q->free_stack[q->nr_free++] = (uint16_t)cid;
 	}
-	ret = ini_reactor_add_queue(r, q);
+	ret = ini_reactor_add_queue(r, &q->rq);
 	if (ret)
 		return ret;
 	rb_info("%s: queue %u connected (peer %s, qp %u, depth %u, in-capsule %u, reactor %d)",

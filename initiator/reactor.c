@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Initiator reactor threads.  Each owns one completion queue, the queues
- * (connections) bound to it, the frontend sockets handed to it, and a
- * timerfd for command timeouts and keep-alive.  Only the inbox (tasks
- * posted from other threads) takes a lock.
+ * Initiator reactor threads (reactor.h).  Only the inbox (tasks posted
+ * from other threads) takes a lock.  Nothing here calls into the queue or
+ * session code: they registered hooks.
  */
 #include "config.h"
 
@@ -19,7 +18,7 @@
 #include <unistd.h>
 
 #include "checked.h"
-#include "initiator.h"
+#include "reactor.h"
 #include "log.h"
 #include "thread.h"
 
@@ -190,9 +189,9 @@ static void tick(struct rb_reactor *r)
 	uint64_t now = rb_now_ms();
 
 	for (unsigned int i = 0; i < r->nr_queues; i++)
-		ini_queue_tick(r->queues[i], now);
-	if (r->owns_admin)
-		ini_session_tick(r->s, now);
+		r->queues[i]->ops->tick(r->queues[i], now);
+	if (r->tick_fn)
+		r->tick_fn(r->tick_arg, now);
 	if (r->cq && r->ops->domain_lost(r->domain))
 		r->domain_lost = true;
 }
@@ -208,7 +207,7 @@ static void release_lost_domain(struct rb_reactor *r)
 	bool busy = false;
 
 	for (unsigned int i = 0; i < r->nr_queues; i++)
-		if (!ini_queue_release_transport(r->queues[i]))
+		if (!r->queues[i]->ops->release_transport(r->queues[i]))
 			busy = true;
 	if (busy || r->leaked_queue)
 		return;
@@ -268,27 +267,19 @@ static void on_timer(struct rb_poll *p, uint32_t events)
 	tick(r);
 }
 
-int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id)
+int ini_reactor_init(struct rb_reactor *r, int id, const struct rb_transport_opts *topts,
+		     uint32_t tick_ms)
 {
-	uint32_t t = s->p.timeout_ms / 4;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
 	r->id = id;
-	r->s = s;
-	rb_spin_init(&r->spin, &s->p.topts);
+	rb_spin_init(&r->spin, topts);
 	r->epfd = r->wake_fd = r->timer_fd = -1;
 	atomic_init(&r->stop, false);
 	atomic_init(&r->has_owner, false);
 	pthread_mutex_init(&r->inbox_lock, NULL);
-	/* Tick often enough for the tightest deadline we keep. */
-	if (s->p.kato_ms && s->p.kato_ms / 8 < t)
-		t = s->p.kato_ms / 8;
-	if (t > INI_TICK_MAX_MS)
-		t = INI_TICK_MAX_MS;
-	if (t < 10)
-		t = 10;
-	r->tick_ms = t;
+	r->tick_ms = tick_ms;
 	r->cq_poll.fn = on_cq;
 	r->wake_poll.fn = on_wake;
 	r->timer_poll.fn = on_timer;
@@ -357,7 +348,7 @@ int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
 	return ret;
 }
 
-void ini_reactor_del_queue(struct rb_reactor *r, struct rb_queue *q)
+void ini_reactor_del_queue(struct rb_reactor *r, struct ini_reactor_queue *q)
 {
 	for (unsigned int i = 0; i < r->nr_queues; i++) {
 		if (r->queues[i] == q) {
@@ -378,9 +369,15 @@ void ini_reactor_drop_cq(struct rb_reactor *r)
 	r->domain_lost = false;
 }
 
-int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
+void ini_reactor_on_tick(struct rb_reactor *r, void (*fn)(void *arg, uint64_t now_ms), void *arg)
 {
-	struct rb_queue **nq = realloc(r->queues, (r->nr_queues + 1) * sizeof(*nq));
+	r->tick_fn = fn;
+	r->tick_arg = arg;
+}
+
+int ini_reactor_add_queue(struct rb_reactor *r, struct ini_reactor_queue *q)
+{
+	struct ini_reactor_queue **nq = realloc(r->queues, (r->nr_queues + 1) * sizeof(*nq));
 
 	if (!nq)
 		return -ENOMEM;
@@ -393,7 +390,7 @@ int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
 static bool reactor_quiet(const struct rb_reactor *r)
 {
 	for (unsigned int i = 0; i < r->nr_queues; i++)
-		if (ini_queue_waits_for_send(r->queues[i]))
+		if (r->queues[i]->ops->waits_for_send(r->queues[i]))
 			return false;
 	return true;
 }

@@ -117,8 +117,10 @@ static void ka_done(struct rb_io *io, int err)
 	}
 }
 
-void ini_session_tick(struct rb_session *s, uint64_t now)
+/* Reactor 0's tick hook: the keep-alive. */
+static void session_tick(void *arg, uint64_t now)
 {
+	struct rb_session *s = arg;
 	int ret;
 
 	if (!s->p.kato_ms || !s->connected || s->closing || s->ka_busy || s->admin.dead ||
@@ -173,6 +175,20 @@ static unsigned int nr_cpus(void)
 	return n > 0 ? (unsigned int)n : 1;
 }
 
+/* The reactors' tick: often enough for the tightest deadline we keep. */
+static uint32_t tick_ms(const struct rb_session_params *p)
+{
+	uint32_t t = p->timeout_ms / 4;
+
+	if (p->kato_ms && p->kato_ms / 8 < t)
+		t = p->kato_ms / 8;
+	if (t > INI_TICK_MAX_MS)
+		t = INI_TICK_MAX_MS;
+	if (t < 10)
+		t = 10;
+	return t;
+}
+
 static struct rb_session *session_alloc(const struct rb_session_params *p, unsigned int nr_r)
 {
 	struct rb_session *s = calloc(1, sizeof(*s));
@@ -200,15 +216,16 @@ static struct rb_session *session_alloc(const struct rb_session_params *p, unsig
 		return NULL;
 	}
 	for (unsigned int i = 0; i < nr_r; i++) {
-		if (ini_reactor_init(&s->reactors[i], s, (int)i))
+		if (ini_reactor_init(&s->reactors[i], (int)i, &p->topts, tick_ms(p)))
 			break;
+		s->reactors[i].s = s;
 		s->nr_reactors++;
 	}
 	if (s->nr_reactors != nr_r) {
 		rb_session_close(s);
 		return NULL;
 	}
-	s->reactors[0].owns_admin = true;
+	ini_reactor_on_tick(&s->reactors[0], session_tick, s);
 	return s;
 }
 
@@ -426,7 +443,7 @@ int ini_session_reconnect(struct rb_session *s)
 	int ret;
 
 	/* The admin queue starts from scratch: nothing of it was the frontends'. */
-	ini_reactor_del_queue(s->admin.r, &s->admin);
+	ini_reactor_del_queue(s->admin.r, &s->admin.rq);
 	if (!ini_queue_free(&s->admin))
 		return -EBUSY;
 	s->connected = false;

@@ -59,11 +59,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "reactor.h"
 #include "transport.h"
 #include "wire.h"
 
 struct rb_session;
-struct rb_reactor;
 struct rb_queue;
 
 /* ---- session ------------------------------------------------------------ */
@@ -132,41 +132,6 @@ bool rb_session_lost(const struct rb_session *s);
  */
 int rb_list_exports(const struct rb_session_params *p, struct rb_export_entry **out,
 		    uint32_t *nr, uint32_t *total);
-
-/* ---- reactor ------------------------------------------------------------ */
-
-/* An fd watched by a reactor; embed it and recover with rb_container_of. */
-struct rb_poll {
-	void (*fn)(struct rb_poll *p, uint32_t events); /* EPOLL* bits */
-};
-
-int rb_reactor_add(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p);
-int rb_reactor_mod(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p);
-void rb_reactor_del(struct rb_reactor *r, int fd);
-
-/* A unit of work run on a reactor thread. */
-struct rb_task {
-	void (*fn)(struct rb_task *t);
-	/*
-	 * Runs on the reactor's own thread only.  While another thread drives
-	 * the reactor (session recovery), the task waits for the owner: ublk
-	 * refuses a queue's commands (EINVAL) from any task but the one that
-	 * fetched them.
-	 */
-	bool owner_only;
-	struct rb_task *next; /* private */
-	bool queued; /* private */
-};
-
-/* Any thread: run t->fn on r soon.  t must stay valid until it ran and must
- * not be posted again before that. */
-void rb_reactor_post(struct rb_reactor *r, struct rb_task *t);
-/* Reactor thread: run t->fn after the current batch of events (coalesces:
- * a task already queued is not queued twice). */
-void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t);
-int rb_reactor_id(const struct rb_reactor *r);
-/* CLOCK_MONOTONIC milliseconds. */
-uint64_t rb_now_ms(void);
 
 /* ---- queues, slots and I/O --------------------------------------------- */
 

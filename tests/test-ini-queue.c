@@ -266,7 +266,7 @@ int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
 	return 0;
 }
 
-int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
+int ini_reactor_add_queue(struct rb_reactor *r, struct ini_reactor_queue *q)
 {
 	(void)r;
 	(void)q;
