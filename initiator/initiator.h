@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmablk-initiator internals shared by session.c, queue.c, queue_conn.c and
- * reactor.c.
- * Frontends use session.h only.
+ * The session layer's internals, shared by session.c, recover.c, queue.c
+ * and queue_conn.c: the queue and session objects and their functions.
+ * The reactor is reactor.h's; frontends use session.h only.
  */
 #ifndef RB_INITIATOR_H
 #define RB_INITIATOR_H

@@ -47,11 +47,6 @@ const char *nbd_kdev_name(const struct nbd_kdev *d)
 	return d->name;
 }
 
-int nbd_kdev_index(const struct nbd_kdev *d)
-{
-	return d->index;
-}
-
 static void sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

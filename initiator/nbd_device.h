@@ -50,7 +50,6 @@ int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct rb_sessio
 		    uint32_t timeout_ms, uint32_t hold_ms);
 /* "/dev/nbdN" once attached. */
 const char *nbd_kdev_name(const struct nbd_kdev *d);
-int nbd_kdev_index(const struct nbd_kdev *d);
 /* Did the kernel drop the device (someone else disconnected it)?  true
  * only when the kernel answered so; a failed query is false (logged). */
 bool nbd_kdev_gone(struct nbd_kdev *d);

@@ -40,11 +40,6 @@ struct rb_queue *rb_session_queue(struct rb_session *s, unsigned int i)
 	return i < s->nr_queues ? &s->queues[i] : NULL;
 }
 
-bool rb_session_lost(const struct rb_session *s)
-{
-	return atomic_load(&s->lost);
-}
-
 /* ---- synchronous admin commands (no reactor thread running) ---------- */
 
 struct sync_cmd {

@@ -5,8 +5,9 @@
  * A session is one attached export: an admin queue (qid 0, CONNECT,
  * KEEPALIVE, DISCONNECT) plus N I/O queues (qid 1..N).  Each queue is one
  * transport connection owned by exactly one reactor thread.  Frontends
- * (the NBD server today; kernel /dev/nbdN via netlink and ublk later) sit
- * on top of this header only.
+ * (the NBD server with its sockets and kernel /dev/nbdN, and ublk) sit on
+ * top of this header only; it includes the reactor's frontend part
+ * (reactor.h).
  *
  * Threading rules
  *   - rb_session_open/start/stop/close and rb_list_exports: main thread.
@@ -122,8 +123,6 @@ const char *rb_session_target(const struct rb_session *s);
 unsigned int rb_session_nr_queues(const struct rb_session *s);
 /* I/O queue i (0-based; its qid is i + 1). */
 struct rb_queue *rb_session_queue(struct rb_session *s, unsigned int i);
-/* true once the admin queue is gone (keep-alive lost, target gone). */
-bool rb_session_lost(const struct rb_session *s);
 
 /*
  * Discovery: connect an admin queue, LIST_EXPORTS, disconnect.  *out is a
