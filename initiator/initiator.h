@@ -30,13 +30,13 @@
 /* One posted receive: a 16-byte response slot. */
 struct ini_recv {
 	struct rb_cqe cqe;
-	struct rb_queue *q;
+	struct ini_queue *q;
 	struct rb_response *rsp;
 };
 
-struct rb_queue {
-	struct rb_session *s;
-	struct rb_reactor *r;
+struct ini_queue {
+	struct ini_session *s;
+	struct ini_reactor *r;
 	struct ini_reactor_queue rq; /* registered with r */
 	const struct rb_transport_ops *ops;
 	struct rb_conn *conn;
@@ -77,14 +77,14 @@ struct rb_queue {
 	struct rb_task kill_task; /* posted from another reactor: session lost */
 };
 
-struct rb_session {
+struct ini_session {
 	struct rb_session_params p;
 	char target[300]; /* "tcp://HOST:PORT" */
 	struct rb_export_info info;
-	struct rb_reactor *reactors;
+	struct ini_reactor *reactors;
 	unsigned int nr_reactors;
-	struct rb_queue admin;
-	struct rb_queue *queues;
+	struct ini_queue admin;
+	struct ini_queue *queues;
 	unsigned int nr_queues;
 	uint32_t handle; /* export handle from CONNECT */
 	uint16_t granted_depth; /* CONNECT's per-queue depth limit */
@@ -121,44 +121,44 @@ struct ini_queue_cfg {
 };
 /* Create, register, post receives, connect.  On failure the queue may hold
  * resources: ini_queue_shutdown + ini_queue_free it like a live one. */
-int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reactor *r,
+int ini_queue_connect(struct ini_queue *q, struct ini_session *s, struct ini_reactor *r,
 		      const struct ini_queue_cfg *cfg);
-void ini_queue_fail(struct rb_queue *q, const char *why);
-void ini_queue_tick(struct rb_queue *q, uint64_t now_ms);
-bool ini_queue_waits_for_send(const struct rb_queue *q);
-void ini_queue_shutdown(struct rb_queue *q);
-bool ini_queue_quiet(const struct rb_queue *q);
+void ini_queue_fail(struct ini_queue *q, const char *why);
+void ini_queue_tick(struct ini_queue *q, uint64_t now_ms);
+bool ini_queue_waits_for_send(const struct ini_queue *q);
+void ini_queue_shutdown(struct ini_queue *q);
+bool ini_queue_quiet(const struct ini_queue *q);
 /* false: work requests still outstanding, the queue was leaked on purpose. */
-bool ini_queue_free(struct rb_queue *q);
-bool ini_queue_release_transport(struct rb_queue *q);
+bool ini_queue_free(struct ini_queue *q);
+bool ini_queue_release_transport(struct ini_queue *q);
 /* Fail every command still waiting for an answer, and every slot waiter. */
-void ini_queue_fail_inflight(struct rb_queue *q);
+void ini_queue_fail_inflight(struct ini_queue *q);
 /* Recovery (recover.c, all reactors paused): a queue with nothing left on
  * the transport connects again, keeping its memory and slots, and sends
  * its unanswered commands again (a failed attempt is undone by
  * ini_queue_release_transport once the queue is quiet). */
-int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg);
+int ini_queue_reconnect(struct ini_queue *q, const struct ini_queue_cfg *cfg);
 /* queue.c's part of the set-up: the deferred tasks (on a zeroed queue),
  * the completion handlers (once slots and receives are allocated), one
  * receive posted, and the unanswered commands sent again on a new
  * connection (*n of them; a failed post is logged and returned). */
-void ini_queue_init_tasks(struct rb_queue *q);
-void ini_queue_init_cqes(struct rb_queue *q);
-int ini_queue_post_recv(struct rb_queue *q, struct ini_recv *rv);
-int ini_queue_reissue_all(struct rb_queue *q, uint64_t deadline, uint32_t *n);
+void ini_queue_init_tasks(struct ini_queue *q);
+void ini_queue_init_cqes(struct ini_queue *q);
+int ini_queue_post_recv(struct ini_queue *q, struct ini_recv *rv);
+int ini_queue_reissue_all(struct ini_queue *q, uint64_t deadline, uint32_t *n);
 
 /* session.c */
-void ini_session_queue_died(struct rb_session *s, struct rb_queue *q);
+void ini_session_queue_died(struct ini_session *s, struct ini_queue *q);
 /* Drive every CQ from the calling thread until the queues are quiet. */
-void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms);
+void ini_session_wait_quiet(struct ini_session *s, bool admin, uint32_t ms);
 /* One attempt: admin queue, CONNECT (the export must be unchanged), every
  * I/O queue with its commands re-issued.  Reactors parked. */
-int ini_session_reconnect(struct rb_session *s);
+int ini_session_reconnect(struct ini_session *s);
 
 /* recover.c */
-int ini_recovery_init(struct rb_session *s);
+int ini_recovery_init(struct ini_session *s);
 /* true: recovery is on and now runs (the loss is handled). */
-bool ini_recovery_start(struct rb_session *s);
-void ini_recovery_fini(struct rb_session *s);
+bool ini_recovery_start(struct ini_session *s);
+void ini_recovery_fini(struct ini_session *s);
 
 #endif

@@ -786,7 +786,7 @@ static void client_start(struct rb_task *t)
 	}
 }
 
-int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bool handshake,
+int nbd_server_add_client(struct nbd_server *srv, int fd, struct ini_queue *q, bool handshake,
 			  const char *desc)
 {
 	struct nbd_client *c;

@@ -50,7 +50,7 @@ struct nbd_req {
 
 struct nbd_rctx {
 	struct nbd_server *srv;
-	struct rb_reactor *r;
+	struct ini_reactor *r;
 	struct nbd_client *clients; /* owned by r's thread */
 	struct rb_task drain_task, force_task;
 	struct rb_task hs_task; /* nbd_server_tick: handshake limit */
@@ -67,8 +67,8 @@ struct nbd_rctx {
 struct nbd_client {
 	struct nbd_server *srv;
 	struct nbd_rctx *rc;
-	struct rb_queue *q;
-	struct rb_reactor *r;
+	struct ini_queue *q;
+	struct ini_reactor *r;
 	int fd;
 	uint64_t id;
 	char desc[128];
@@ -109,7 +109,7 @@ struct nbd_client {
 };
 
 struct nbd_server {
-	struct rb_session *s;
+	struct ini_session *s;
 	struct nbd_export_desc exp;
 	char name[RB_EXPORT_NAME_MAX];
 	uint32_t chunk; /* slot buffer size */

@@ -91,7 +91,7 @@ int nbd_serve(const struct rb_session_params *p, const struct nbd_serve_cfg *cfg
 	struct nbd_listeners ls;
 	struct nbd_server *srv = NULL;
 	struct nbd_kdev *kdev = NULL;
-	struct rb_session *s = NULL;
+	struct ini_session *s = NULL;
 	struct epoll_event ev;
 	uint32_t drain_ms;
 	uint64_t next_scan, next_kdev;

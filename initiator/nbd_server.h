@@ -29,13 +29,13 @@ struct nbd_server;
 /* After rb_session_open; derives block sizes and flags from the export.
  * max_clients caps the connections from the listeners served at once;
  * sockets added without the handshake (the kernel device's) never count. */
-int nbd_server_create(struct rb_session *s, unsigned int max_clients, struct nbd_server **out);
+int nbd_server_create(struct ini_session *s, unsigned int max_clients, struct nbd_server **out);
 const struct nbd_export_desc *nbd_server_export(const struct nbd_server *srv);
 
 /* Serve fd (connected, any blocking mode) on queue q.  Any thread; the
  * reactors must be running.  desc names the peer in logs.  The server
  * owns fd afterwards, also on error. */
-int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bool handshake,
+int nbd_server_add_client(struct nbd_server *srv, int fd, struct ini_queue *q, bool handshake,
 			  const char *desc);
 /* Accept every pending connection on a listening socket and hand each to
  * an I/O queue (round robin over the live ones).  Over max_clients, a

@@ -20,8 +20,8 @@
 #include "spin.h"
 #include "transport.h"
 
-struct rb_reactor;
-struct rb_session;
+struct ini_reactor;
+struct ini_session;
 
 /* ---- what frontends use ------------------------------------------------- */
 
@@ -30,9 +30,9 @@ struct rb_poll {
 	void (*fn)(struct rb_poll *p, uint32_t events); /* EPOLL* bits */
 };
 
-int rb_reactor_add(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p);
-int rb_reactor_mod(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p);
-void rb_reactor_del(struct rb_reactor *r, int fd);
+int rb_reactor_add(struct ini_reactor *r, int fd, uint32_t events, struct rb_poll *p);
+int rb_reactor_mod(struct ini_reactor *r, int fd, uint32_t events, struct rb_poll *p);
+void rb_reactor_del(struct ini_reactor *r, int fd);
 
 /* A unit of work run on a reactor thread. */
 struct rb_task {
@@ -50,11 +50,11 @@ struct rb_task {
 
 /* Any thread: run t->fn on r soon.  t must stay valid until it ran and must
  * not be posted again before that. */
-void rb_reactor_post(struct rb_reactor *r, struct rb_task *t);
+void rb_reactor_post(struct ini_reactor *r, struct rb_task *t);
 /* Reactor thread: run t->fn after the current batch of events (coalesces:
  * a task already queued is not queued twice). */
-void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t);
-int rb_reactor_id(const struct rb_reactor *r);
+void rb_reactor_defer(struct ini_reactor *r, struct rb_task *t);
+int rb_reactor_id(const struct ini_reactor *r);
 /* CLOCK_MONOTONIC milliseconds. */
 uint64_t rb_now_ms(void);
 
@@ -79,9 +79,9 @@ struct ini_reactor_queue {
 	const struct ini_reactor_queue_ops *ops;
 };
 
-struct rb_reactor {
+struct ini_reactor {
 	int id;
-	struct rb_session *s; /* for recover.c's pause_task; reactor.c does not look */
+	struct ini_session *s; /* for recover.c's pause_task; reactor.c does not look */
 	pthread_t thread;
 	bool inited; /* ini_reactor_init succeeded; fini undoes it once */
 	bool started;
@@ -118,27 +118,27 @@ struct rb_reactor {
 };
 
 /* tick_ms: how often the queues' and the tick hook's timeouts are checked. */
-int ini_reactor_init(struct rb_reactor *r, int id, const struct rb_transport_opts *topts,
+int ini_reactor_init(struct ini_reactor *r, int id, const struct rb_transport_opts *topts,
 		     uint32_t tick_ms);
-int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
+int ini_reactor_set_cq(struct ini_reactor *r, const struct rb_transport_ops *ops,
 		       struct rb_domain *d, uint32_t depth);
-int ini_reactor_add_queue(struct rb_reactor *r, struct ini_reactor_queue *q);
-void ini_reactor_del_queue(struct rb_reactor *r, struct ini_reactor_queue *q);
+int ini_reactor_add_queue(struct ini_reactor *r, struct ini_reactor_queue *q);
+void ini_reactor_del_queue(struct ini_reactor *r, struct ini_reactor_queue *q);
 /* Call fn(arg, now) on every tick, after the queues' (the session's
  * keep-alive, on the reactor that owns the admin queue). */
-void ini_reactor_on_tick(struct rb_reactor *r, void (*fn)(void *arg, uint64_t now_ms), void *arg);
+void ini_reactor_on_tick(struct ini_reactor *r, void (*fn)(void *arg, uint64_t now_ms), void *arg);
 /* Destroy the CQ (nothing may be attached); a later set_cq makes a new one. */
-void ini_reactor_drop_cq(struct rb_reactor *r);
-int ini_reactor_start(struct rb_reactor *r);
-void ini_reactor_stop(struct rb_reactor *r);
-void ini_reactor_fini(struct rb_reactor *r);
+void ini_reactor_drop_cq(struct ini_reactor *r);
+int ini_reactor_start(struct ini_reactor *r);
+void ini_reactor_stop(struct ini_reactor *r);
+void ini_reactor_fini(struct ini_reactor *r);
 /* Reactor not running: drive its CQ, deferred tasks and timeouts on the
  * calling thread until cond(arg) holds or deadline_ms passes (-ETIMEDOUT). */
-int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
+int ini_reactor_wait(struct ini_reactor *r, bool (*cond)(void *), void *arg,
 		     uint64_t deadline_ms);
 /* One non-blocking pass of the above (CQ, deferred work, timeouts). */
-void ini_reactor_progress(struct rb_reactor *r);
+void ini_reactor_progress(struct ini_reactor *r);
 /* Handle every completion the CQ holds now (a queue's reap does, before EIO). */
-void ini_reactor_poll(struct rb_reactor *r);
+void ini_reactor_poll(struct ini_reactor *r);
 
 #endif

@@ -40,7 +40,7 @@ static void probe_fn(struct rb_task *t)
 	strncat(order, p->name, sizeof(order) - strlen(order) - 1);
 }
 
-static struct rb_reactor R;
+static struct ini_reactor R;
 static sem_t owner_ready, owner_go, owner_done;
 static pthread_t owner;
 
