@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdmablk-initiator internals shared by session.c, queue.c, queue_conn.c and
- * reactor.c.
- * Frontends use session.h only.
+ * The session layer's internals, shared by session.c, recover.c, queue.c
+ * and queue_conn.c: the queue and session objects and their functions.
+ * The reactor is reactor.h's; frontends use session.h only.
  */
 #ifndef RB_INITIATOR_H
 #define RB_INITIATOR_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "bufpool.h"
+#include "reactor.h"
 #include "session.h"
 #include "spin.h"
 #include "transport.h"
@@ -23,20 +24,20 @@
 #define INI_MAX_CHUNK (1u << 20) /* cap on a slot buffer, whatever max_transfer says */
 #define INI_DEFAULT_INCAPSULE 8192u
 #define INI_TICK_MAX_MS 250u
-#define INI_WC_BATCH 32
 #define INI_TEARDOWN_MS 3000u /* flush wait at teardown */
 #define INI_DISCONNECT_MS 3000u /* DISCONNECT answer wait at close */
 
 /* One posted receive: a 16-byte response slot. */
 struct ini_recv {
 	struct rb_cqe cqe;
-	struct rb_queue *q;
+	struct ini_queue *q;
 	struct rb_response *rsp;
 };
 
-struct rb_queue {
-	struct rb_session *s;
-	struct rb_reactor *r;
+struct ini_queue {
+	struct ini_session *s;
+	struct ini_reactor *r;
+	struct ini_reactor_queue rq; /* registered with r */
 	const struct rb_transport_ops *ops;
 	struct rb_conn *conn;
 	uint16_t qid;
@@ -76,51 +77,14 @@ struct rb_queue {
 	struct rb_task kill_task; /* posted from another reactor: session lost */
 };
 
-struct rb_reactor {
-	int id;
-	struct rb_session *s;
-	pthread_t thread;
-	bool inited; /* ini_reactor_init succeeded; fini undoes it once */
-	bool started;
-	int epfd;
-	int wake_fd; /* eventfd: inbox */
-	int timer_fd;
-	uint32_t tick_ms;
-	struct rb_spin spin; /* busy-poll / poll-us */
-	unsigned int arrivals; /* responses received this round, for spin */
-	atomic_bool stop;
-
-	const struct rb_transport_ops *ops;
-	struct rb_domain *domain;
-	struct rb_cq *cq;
-	struct rb_poll cq_poll, wake_poll, timer_poll;
-	bool cq_fired; /* this round: cq_fd fired and was re-armed */
-	bool domain_lost; /* the CQ's device was removed: release it */
-
-	pthread_mutex_t inbox_lock;
-	struct rb_task *inbox_head, *inbox_tail;
-	struct rb_task *defer_head, *defer_tail;
-	/* owner_only tasks deferred while another thread drove this reactor */
-	struct rb_task *owed_head, *owed_tail;
-	pthread_t owner; /* the reactor thread, once has_owner */
-	atomic_bool has_owner;
-
-	struct rb_queue **queues; /* owned: timeouts are scanned per tick */
-	unsigned int nr_queues;
-	bool owns_admin;
-	bool leaked_queue; /* a queue on this CQ could not be freed: keep the CQ */
-	struct rb_task pause_task; /* recovery: park this thread (recover.c) */
-	bool resumed; /* pause_task ran: the rest of this batch may be stale */
-};
-
-struct rb_session {
+struct ini_session {
 	struct rb_session_params p;
 	char target[300]; /* "tcp://HOST:PORT" */
 	struct rb_export_info info;
-	struct rb_reactor *reactors;
+	struct ini_reactor *reactors;
 	unsigned int nr_reactors;
-	struct rb_queue admin;
-	struct rb_queue *queues;
+	struct ini_queue admin;
+	struct ini_queue *queues;
 	unsigned int nr_queues;
 	uint32_t handle; /* export handle from CONNECT */
 	uint16_t granted_depth; /* CONNECT's per-queue depth limit */
@@ -145,26 +109,6 @@ struct rb_session {
 	uint64_t ka_next_ms;
 };
 
-/* reactor.c */
-int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id);
-int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
-		       struct rb_domain *d, uint32_t depth);
-int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q);
-void ini_reactor_del_queue(struct rb_reactor *r, struct rb_queue *q);
-/* Destroy the CQ (nothing may be attached); a later set_cq makes a new one. */
-void ini_reactor_drop_cq(struct rb_reactor *r);
-int ini_reactor_start(struct rb_reactor *r);
-void ini_reactor_stop(struct rb_reactor *r);
-void ini_reactor_fini(struct rb_reactor *r);
-/* Reactor not running: drive its CQ, deferred tasks and timeouts on the
- * calling thread until cond(arg) holds or deadline_ms passes (-ETIMEDOUT). */
-int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
-		     uint64_t deadline_ms);
-/* One non-blocking pass of the above (CQ, deferred work, timeouts). */
-void ini_reactor_progress(struct rb_reactor *r);
-/* Handle every completion the CQ holds now (a queue's reap does, before EIO). */
-void ini_reactor_poll(struct rb_reactor *r);
-
 /* queue.c (I/O path) and queue_conn.c (set-up and teardown) */
 struct ini_queue_cfg {
 	uint16_t qid;
@@ -177,45 +121,44 @@ struct ini_queue_cfg {
 };
 /* Create, register, post receives, connect.  On failure the queue may hold
  * resources: ini_queue_shutdown + ini_queue_free it like a live one. */
-int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reactor *r,
+int ini_queue_connect(struct ini_queue *q, struct ini_session *s, struct ini_reactor *r,
 		      const struct ini_queue_cfg *cfg);
-void ini_queue_fail(struct rb_queue *q, const char *why);
-void ini_queue_tick(struct rb_queue *q, uint64_t now_ms);
-bool ini_queue_waits_for_send(const struct rb_queue *q);
-void ini_queue_shutdown(struct rb_queue *q);
-bool ini_queue_quiet(const struct rb_queue *q);
+void ini_queue_fail(struct ini_queue *q, const char *why);
+void ini_queue_tick(struct ini_queue *q, uint64_t now_ms);
+bool ini_queue_waits_for_send(const struct ini_queue *q);
+void ini_queue_shutdown(struct ini_queue *q);
+bool ini_queue_quiet(const struct ini_queue *q);
 /* false: work requests still outstanding, the queue was leaked on purpose. */
-bool ini_queue_free(struct rb_queue *q);
-bool ini_queue_release_transport(struct rb_queue *q);
+bool ini_queue_free(struct ini_queue *q);
+bool ini_queue_release_transport(struct ini_queue *q);
 /* Fail every command still waiting for an answer, and every slot waiter. */
-void ini_queue_fail_inflight(struct rb_queue *q);
+void ini_queue_fail_inflight(struct ini_queue *q);
 /* Recovery (recover.c, all reactors paused): a queue with nothing left on
  * the transport connects again, keeping its memory and slots, and sends
  * its unanswered commands again (a failed attempt is undone by
  * ini_queue_release_transport once the queue is quiet). */
-int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg);
+int ini_queue_reconnect(struct ini_queue *q, const struct ini_queue_cfg *cfg);
 /* queue.c's part of the set-up: the deferred tasks (on a zeroed queue),
  * the completion handlers (once slots and receives are allocated), one
  * receive posted, and the unanswered commands sent again on a new
  * connection (*n of them; a failed post is logged and returned). */
-void ini_queue_init_tasks(struct rb_queue *q);
-void ini_queue_init_cqes(struct rb_queue *q);
-int ini_queue_post_recv(struct rb_queue *q, struct ini_recv *rv);
-int ini_queue_reissue_all(struct rb_queue *q, uint64_t deadline, uint32_t *n);
+void ini_queue_init_tasks(struct ini_queue *q);
+void ini_queue_init_cqes(struct ini_queue *q);
+int ini_queue_post_recv(struct ini_queue *q, struct ini_recv *rv);
+int ini_queue_reissue_all(struct ini_queue *q, uint64_t deadline, uint32_t *n);
 
 /* session.c */
-void ini_session_tick(struct rb_session *s, uint64_t now_ms);
-void ini_session_queue_died(struct rb_session *s, struct rb_queue *q);
+void ini_session_queue_died(struct ini_session *s, struct ini_queue *q);
 /* Drive every CQ from the calling thread until the queues are quiet. */
-void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms);
+void ini_session_wait_quiet(struct ini_session *s, bool admin, uint32_t ms);
 /* One attempt: admin queue, CONNECT (the export must be unchanged), every
  * I/O queue with its commands re-issued.  Reactors parked. */
-int ini_session_reconnect(struct rb_session *s);
+int ini_session_reconnect(struct ini_session *s);
 
 /* recover.c */
-int ini_recovery_init(struct rb_session *s);
+int ini_recovery_init(struct ini_session *s);
 /* true: recovery is on and now runs (the loss is handled). */
-bool ini_recovery_start(struct rb_session *s);
-void ini_recovery_fini(struct rb_session *s);
+bool ini_recovery_start(struct ini_session *s);
+void ini_recovery_fini(struct ini_session *s);
 
 #endif

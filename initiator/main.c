@@ -13,9 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "checked.h"
@@ -29,11 +27,6 @@
 
 #define PROG "rdmablk-initiator"
 #define DEFAULT_KATO_MS 15000u
-#define DRAIN_MAX_MS 10000u
-#define DETACH_WAIT_MS 5000u /* for the kernel to drop /dev/nbdN */
-#define KDEV_CHECK_MS 2000u /* how often to look whether /dev/nbdN is still ours */
-#define RESCAN_MS 1000u /* how often the transport looks for removed devices */
-#define ACCEPT_PAUSE_MS 1000u /* an NBD listener's rest when out of descriptors */
 
 /* Command-line values; *_set says the flag was given (it beats the file). */
 struct cli {
@@ -120,8 +113,8 @@ static void usage(FILE *f)
 		"  -a, --attach NAME        use the [attach NAME] section of the config\n"
 		"      --host-id ID         host identity sent to the target\n"
 		"                           (default rdmablk:uuid:<machine-id>)\n"
-		"  -q, --queues N           I/O queues (default 2)\n"
-		"  -d, --queue-depth N      commands per I/O queue (default 128)\n"
+		"  -q, --queues N           I/O queues (1..128, default 2)\n"
+		"  -d, --queue-depth N      commands per I/O queue (1..1024, default 128)\n"
 		"      --timeout MS         per-command timeout; late commands fail with EIO\n"
 		"                           (default 30000)\n"
 		"      --keepalive MS       keep-alive timeout, KEEPALIVE every MS/2\n"
@@ -191,15 +184,16 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case 'a': c->attach = optarg; break;
 		case OPT_HOSTID: c->hostid = optarg; break;
 		case 'q':
-			c->queues = parse_num("--queues", optarg, 1, 256);
+			c->queues = parse_num("--queues", optarg, 1, RB_ATTACH_QUEUES_MAX);
 			c->queues_set = true;
 			break;
 		case 'd':
-			c->depth = parse_num("--queue-depth", optarg, 1, 4096);
+			c->depth = parse_num("--queue-depth", optarg, 1, RB_ATTACH_DEPTH_MAX);
 			c->depth_set = true;
 			break;
 		case OPT_TIMEOUT:
-			c->timeout = parse_num("--timeout", optarg, 100, 3600000);
+			c->timeout = parse_num("--timeout", optarg, RB_ATTACH_TIMEOUT_MIN,
+					       RB_ATTACH_TIMEOUT_MAX);
 			c->timeout_set = true;
 			break;
 		case OPT_KATO:
@@ -213,15 +207,19 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 			c->threads_set = true;
 			break;
 		case OPT_CONNECT_TIMEOUT:
-			c->connect_timeout = parse_num("--connect-timeout", optarg, 100, 600000);
+			c->connect_timeout =
+			    parse_num("--connect-timeout", optarg, RB_TOPT_CONNECT_TIMEOUT_MIN,
+				      RB_TOPT_CONNECT_TIMEOUT_MAX);
 			c->connect_timeout_set = true;
 			break;
 		case OPT_CTRL_LOSS:
-			c->ctrl_loss = parse_num("--ctrl-loss-tmo", optarg, 0, 3600000);
+			c->ctrl_loss =
+			    parse_num("--ctrl-loss-tmo", optarg, 0, RB_ATTACH_CTRL_LOSS_MAX);
 			c->ctrl_loss_set = true;
 			break;
 		case OPT_RECONNECT_DELAY:
-			c->rc_delay = parse_num("--reconnect-delay", optarg, 100, 600000);
+			c->rc_delay = parse_num("--reconnect-delay", optarg, RB_ATTACH_RC_DELAY_MIN,
+						RB_ATTACH_RC_DELAY_MAX);
 			c->rc_delay_set = true;
 			break;
 		case 's': c->nbd_socket = optarg; break;
@@ -229,7 +227,8 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case OPT_LISTEN_ANY: c->nbd_listen_any = true; break;
 		case OPT_NBD_DEVICE: c->nbd_device = optarg; break;
 		case OPT_NBD_MAX_CLIENTS:
-			c->nbd_max_clients = parse_num("--nbd-max-clients", optarg, 1, 65536);
+			c->nbd_max_clients =
+			    parse_num("--nbd-max-clients", optarg, 1, RB_ATTACH_NBD_CLIENTS_MAX);
 			c->nbd_max_clients_set = true;
 			break;
 		case OPT_UBLK: c->ublk = true; break;
@@ -239,16 +238,20 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case OPT_LOG_LEVEL: c->log_level = optarg; break;
 		case OPT_BUSY_POLL: c->busy_poll = true; break;
 		case OPT_POLL_US:
-			c->poll_us = (int)parse_num("--poll-us", optarg, 0, 1000000);
+			c->poll_us = (int)parse_num("--poll-us", optarg, 0, RB_TOPT_POLL_US_MAX);
 			break;
-		case OPT_TOS: c->tos = (int)parse_num("--tos", optarg, 0, 255); break;
+		case OPT_TOS: c->tos = (int)parse_num("--tos", optarg, 0, RB_TOPT_TOS_MAX); break;
 		case OPT_ACK_TIMEOUT:
-			c->ack_timeout = (int)parse_num("--ack-timeout", optarg, 0, 31);
+			c->ack_timeout =
+			    (int)parse_num("--ack-timeout", optarg, 0, RB_TOPT_ACK_TIMEOUT_MAX);
 			break;
 		case OPT_RETRY_COUNT:
-			c->retry_count = (int)parse_num("--retry-count", optarg, 0, 7);
+			c->retry_count =
+			    (int)parse_num("--retry-count", optarg, 0, RB_TOPT_RETRY_MAX);
 			break;
-		case OPT_RNR_RETRY: c->rnr_retry = (int)parse_num("--rnr-retry", optarg, 0, 7); break;
+		case OPT_RNR_RETRY:
+			c->rnr_retry = (int)parse_num("--rnr-retry", optarg, 0, RB_TOPT_RETRY_MAX);
+			break;
 		case OPT_LIST: c->list = true; break;
 		case 'h': usage(stdout); exit(EXIT_SUCCESS);
 		case 'V':
@@ -270,8 +273,7 @@ struct run {
 	struct rb_session_params p;
 	struct rb_uri uri;
 	bool has_export;
-	const char *nbd_socket, *nbd_listen, *nbd_device;
-	uint32_t nbd_max_clients;
+	struct nbd_serve_cfg nbd;
 	bool ublk; /* serve on a ublk device instead */
 	int ublk_id; /* its device id, -1: the first free one */
 };
@@ -411,26 +413,20 @@ static int build_run(const struct cli *c, struct run *r)
 	r->p.ctrl_loss_tmo_ms = c->ctrl_loss_set ? c->ctrl_loss : r->attach.ctrl_loss_tmo_ms;
 	r->p.reconnect_delay_ms = c->rc_delay_set ? c->rc_delay : r->attach.reconnect_delay_ms;
 	r->p.nr_reactors = c->threads_set ? c->threads : 0;
-	if (r->p.nr_io_queues == 0 || r->p.queue_depth == 0 || r->p.queue_depth > 4096 ||
-	    r->p.nr_io_queues > 256) {
-		fprintf(stderr, PROG ": queues must be 1..256 and queue depth 1..4096\n");
-		return -EINVAL;
-	}
-	if (r->p.timeout_ms < 100)
-		r->p.timeout_ms = 100;
 
-	r->nbd_socket = c->nbd_socket ? c->nbd_socket :
+	r->nbd.socket = c->nbd_socket ? c->nbd_socket :
 			r->attach.nbd_socket[0] ? r->attach.nbd_socket : NULL;
-	r->nbd_listen = c->nbd_listen ? c->nbd_listen :
+	r->nbd.listen = c->nbd_listen ? c->nbd_listen :
 			r->attach.nbd_listen[0] ? r->attach.nbd_listen : NULL;
-	r->nbd_device = c->nbd_device ? c->nbd_device :
+	r->nbd.device = c->nbd_device ? c->nbd_device :
 			r->attach.nbd_device[0] ? r->attach.nbd_device : NULL;
-	r->nbd_max_clients = c->nbd_max_clients_set ? c->nbd_max_clients :
+	r->nbd.max_clients = c->nbd_max_clients_set ? c->nbd_max_clients :
 						      r->attach.nbd_max_clients;
+	r->nbd.listen_any = c->nbd_listen_any;
 	if (c->list)
 		return 0;
 	r->ublk = c->ublk || r->attach.ublk;
-	if (r->ublk && (r->nbd_socket || r->nbd_listen || r->nbd_device)) {
+	if (r->ublk && (r->nbd.socket || r->nbd.listen || r->nbd.device)) {
 		/* The ublk tags take every slot of every queue. */
 		fprintf(stderr, PROG ": ublk cannot be combined with nbd-device, nbd-socket or "
 				"nbd-listen\n");
@@ -445,11 +441,11 @@ static int build_run(const struct cli *c, struct run *r)
 	}
 	if (r->ublk)
 		return 0;
-	if (r->nbd_device && !nbd_kdev_name_ok(r->nbd_device)) {
-		fprintf(stderr, PROG ": nbd device '%s': want /dev/nbdN or auto\n", r->nbd_device);
+	if (r->nbd.device && !nbd_kdev_name_ok(r->nbd.device)) {
+		fprintf(stderr, PROG ": nbd device '%s': want /dev/nbdN or auto\n", r->nbd.device);
 		return -EINVAL;
 	}
-	if (!r->nbd_socket && !r->nbd_listen && !r->nbd_device) {
+	if (!r->nbd.socket && !r->nbd.listen && !r->nbd.device) {
 		fprintf(stderr, PROG ": nothing to serve the export on: give --nbd-device DEV, "
 				"--nbd-socket PATH and/or --nbd-listen HOST:PORT\n");
 		return -EINVAL;
@@ -503,212 +499,6 @@ static int do_list(struct run *r)
 	return 0;
 }
 
-/*
- * Out of descriptors (or memory) the connection stays in the backlog and
- * the listener readable: watched, it would wake the loop straight away.
- * Take it off the epoll set for a while; one log line per pause.
- */
-static void pause_listener(int epfd, const struct nbd_listeners *ls, int fd, int err,
-			   uint64_t *paused_until)
-{
-	char name[128];
-	int i = 0;
-
-	while (i < ls->nr && ls->fds[i] != fd)
-		i++;
-	if (i == ls->nr)
-		return; /* not a listener */
-	nbd_listener_name(fd, name, sizeof(name));
-	if (epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) < 0) {
-		rb_err("nbd listener %s: cannot pause it (epoll_ctl del: %s) after accept: %s",
-		       name, strerror(errno), strerror(-err));
-		return;
-	}
-	rb_warn("nbd listener %s: accept: %s; accepting again in %u ms", name, strerror(-err),
-		ACCEPT_PAUSE_MS);
-	paused_until[i] = rb_now_ms() + ACCEPT_PAUSE_MS;
-}
-
-/* Watch the listeners whose pause is over again; returns the longest the
- * main loop may sleep so that the next one resumes on time. */
-static int resume_listeners(int epfd, const struct nbd_listeners *ls, uint64_t *paused_until)
-{
-	uint64_t now = rb_now_ms();
-	int wait_ms = (int)RESCAN_MS;
-
-	for (int i = 0; i < ls->nr; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.fd = ls->fds[i] };
-
-		if (!paused_until[i])
-			continue;
-		if (now < paused_until[i]) {
-			if (paused_until[i] - now < (uint64_t)wait_ms)
-				wait_ms = (int)(paused_until[i] - now);
-			continue;
-		}
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls->fds[i], &ev) < 0) {
-			char name[128];
-			int e = errno;
-
-			nbd_listener_name(ls->fds[i], name, sizeof(name));
-			rb_err("nbd listener %s: cannot resume it (epoll_ctl add: %s); trying "
-			       "again in %u ms",
-			       name, strerror(e), ACCEPT_PAUSE_MS);
-			paused_until[i] = now + ACCEPT_PAUSE_MS;
-			continue;
-		}
-		paused_until[i] = 0;
-	}
-	return wait_ms;
-}
-
-static int serve(struct run *r, struct cli *c, int sfd)
-{
-	struct nbd_listeners ls;
-	struct nbd_server *srv = NULL;
-	struct nbd_kdev *kdev = NULL;
-	struct rb_session *s = NULL;
-	struct epoll_event ev;
-	uint32_t drain_ms;
-	uint64_t next_scan, next_kdev;
-	uint64_t paused_until[NBD_MAX_LISTEN] = { 0 }; /* per listener, 0 = watched */
-	int epfd = -1, wait_ms = (int)RESCAN_MS, ret;
-
-	/* Sockets first: a bad or busy address fails before we touch the
-	 * target; clients that connect early wait in the backlog. */
-	nbd_listeners_init(&ls);
-	if (r->nbd_socket && (ret = nbd_listen_unix(&ls, r->nbd_socket)))
-		return ret;
-	if (r->nbd_listen && (ret = nbd_listen_tcp(&ls, r->nbd_listen, c->nbd_listen_any)))
-		goto out_close_listeners;
-	/* Likewise a missing nbd module, no permission or a busy device. */
-	if (r->nbd_device && (ret = nbd_kdev_open(r->nbd_device, &kdev)))
-		goto out_close_listeners;
-	ret = rb_session_open(&r->p, &s);
-	if (ret)
-		goto out_close_listeners;
-	ret = nbd_server_create(s, r->nbd_max_clients, &srv);
-	if (ret)
-		goto out_close_session;
-	epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (epfd < 0) {
-		ret = -errno;
-		rb_err("epoll_create1: %s", strerror(errno));
-		goto out_close_session;
-	}
-	ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = sfd };
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev) < 0)
-		goto out_errno;
-	for (int i = 0; i < ls.nr; i++) {
-		ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = ls.fds[i] };
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls.fds[i], &ev) < 0)
-			goto out_errno;
-	}
-	ret = rb_session_start(s);
-	if (ret)
-		goto out_close_epoll;
-	/* Drain time: in-flight commands end within the command timeout. */
-	drain_ms = r->p.timeout_ms + 1000 < DRAIN_MAX_MS ? r->p.timeout_ms + 1000 : DRAIN_MAX_MS;
-	if (kdev) {
-		ret = nbd_kdev_attach(kdev, srv, s, r->p.timeout_ms, r->p.ctrl_loss_tmo_ms);
-		if (ret)
-			goto out_stop_session;
-		/* Scripts wait for this line: the device is live now. */
-		printf("attached %s\n", nbd_kdev_name(kdev));
-		fflush(stdout);
-	}
-	sd_notifyf(0, "READY=1\nSTATUS=serving %s from %s%s%s", rb_session_info(s)->name,
-		   rb_session_target(s), kdev ? " as " : "", kdev ? nbd_kdev_name(kdev) : "");
-	rb_info("ready: export '%s' from %s%s%s%s%s%s%s", rb_session_info(s)->name,
-		rb_session_target(s), r->nbd_socket ? " on nbd unix socket " : "",
-		r->nbd_socket ? r->nbd_socket : "", r->nbd_listen ? " on nbd tcp " : "",
-		r->nbd_listen ? r->nbd_listen : "", kdev ? " as " : "",
-		kdev ? nbd_kdev_name(kdev) : "");
-
-	next_scan = rb_now_ms() + RESCAN_MS;
-	next_kdev = rb_now_ms() + KDEV_CHECK_MS;
-	for (;;) {
-		struct epoll_event evs[8];
-		int n = epoll_wait(epfd, evs, 8, wait_ms);
-		bool stop = false;
-		uint64_t now = rb_now_ms();
-		int err;
-
-		if (n < 0 && errno != EINTR) {
-			rb_err("epoll_wait: %s", strerror(errno));
-			break;
-		}
-		if (now >= next_scan) {
-			next_scan = now + RESCAN_MS;
-			r->p.ops->rescan();
-			nbd_server_tick(srv);
-		}
-		wait_ms = resume_listeners(epfd, &ls, paused_until);
-		/* With a kernel device, look now and then whether someone else
-		 * disconnected it: then there is nothing left to serve. */
-		if (kdev && now >= next_kdev) {
-			next_kdev = now + KDEV_CHECK_MS;
-			if (nbd_kdev_gone(kdev)) {
-				rb_warn("%s was disconnected by someone else: shutting down",
-					nbd_kdev_name(kdev));
-				break;
-			}
-		}
-		for (int i = 0; i < n; i++) {
-			if (evs[i].data.fd == sfd) {
-				struct signalfd_siginfo si;
-
-				if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-					rb_info("signal %u: shutting down", si.ssi_signo);
-					stop = true;
-				}
-			} else if ((err = nbd_server_accept(srv, evs[i].data.fd))) {
-				pause_listener(epfd, &ls, evs[i].data.fd, err, paused_until);
-			}
-		}
-		if (stop)
-			break;
-	}
-
-	sd_notify(0, "STOPPING=1");
-	/* A reconnect in progress parks the reactors the drain below needs. */
-	rb_session_cancel_recovery(s);
-	nbd_listeners_close(&ls);
-	/* The kernel first: it sends NBD_CMD_DISC and closes its sockets,
-	 * which the drain below then sees. */
-	nbd_kdev_disconnect(kdev);
-	nbd_server_shutdown(srv, drain_ms);
-	nbd_kdev_wait_gone(kdev, DETACH_WAIT_MS);
-	rb_session_stop(s);
-	rb_session_close(s);
-	nbd_server_free(srv);
-	nbd_kdev_free(kdev);
-	close(epfd);
-	return 0;
-
-out_stop_session:
-	nbd_listeners_close(&ls);
-	nbd_server_shutdown(srv, 1000);
-	rb_session_stop(s);
-	close(epfd);
-	rb_session_close(s);
-	nbd_server_free(srv);
-	nbd_kdev_free(kdev);
-	return ret;
-out_errno:
-	ret = -errno;
-	rb_err("epoll_ctl: %s", strerror(errno));
-out_close_epoll:
-	close(epfd);
-out_close_session:
-	rb_session_close(s);
-	nbd_server_free(srv);
-out_close_listeners:
-	nbd_kdev_free(kdev);
-	nbd_listeners_close(&ls);
-	return ret;
-}
-
 int main(int argc, char **argv)
 {
 	struct cli c;
@@ -747,7 +537,7 @@ int main(int argc, char **argv)
 		rb_err("signalfd: %s", strerror(errno));
 		return EXIT_FAILURE;
 	}
-	ret = r.ublk ? ublk_serve(&r.p, r.ublk_id, sfd) : serve(&r, &c, sfd);
+	ret = r.ublk ? ublk_serve(&r.p, r.ublk_id, sfd) : nbd_serve(&r.p, &r.nbd, sfd);
 	close(sfd);
 	rb_initiator_conf_free(&r.conf);
 	return ret ? EXIT_FAILURE : EXIT_SUCCESS;

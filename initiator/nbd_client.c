@@ -4,8 +4,12 @@
  * reactor that owns the client's I/O queue.  Sockets are non-blocking and
  * level-triggered; reading stops (EPOLLIN off) whenever the next step
  * cannot proceed: no free slot, too many replies not yet written, output
- * still pending in the handshake, or the server is draining.  Turning a
- * request into I/O on the queue is nbd_request.c's.
+ * still pending in the handshake, or the server is draining.  Only this
+ * file moves c->st: a request header becomes an nbd_req holding command
+ * slots here (waiting for them, and closing clients that sit on slots
+ * without moving data, see close_stuck_clients); nbd_request.c turns it
+ * into I/O on the queue and its completion into a queued reply, which
+ * client_flush writes.
  */
 #include "config.h"
 
@@ -297,6 +301,173 @@ static void handshake_step(struct nbd_client *c, bool *stop)
 	}
 }
 
+/* ---- requests: header to slots -------------------------------------------- */
+
+/* A request that will not reach the target: consume any payload, reply. */
+static void refuse_req(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err)
+{
+	nbd_req_put_slots(req);
+	if (req->type == NBD_CMD_WRITE && req->length) {
+		req->reply.error = htobe32(nbd_err);
+		c->req = req;
+		c->skip = req->length;
+		c->st = CS_TX_DISCARD;
+		return;
+	}
+	c->req = NULL;
+	c->st = CS_TX_HDR;
+	nbd_req_queue_reply(c, req, nbd_err);
+}
+
+static void got_slots(struct nbd_client *c, struct nbd_req *req)
+{
+	req->has_slots = true;
+	if (req->type == NBD_CMD_WRITE) {
+		c->req = req;
+		c->payload_got = 0;
+		c->st = CS_TX_PAYLOAD;
+		return;
+	}
+	c->req = NULL;
+	c->st = CS_TX_HDR;
+	nbd_req_submit(c, req);
+}
+
+/* Holds command slots and has not moved since @since, though only it can:
+ * its replies wait for it to read them, or we wait for the rest of its
+ * payload.  (A reader that still sends requests is stuck all the same.) */
+static bool client_stuck(const struct nbd_client *c, uint64_t since)
+{
+	if (c->closed)
+		return false;
+	if (c->st == CS_TX_PAYLOAD && c->req && c->req->has_slots && c->read_ms <= since)
+		return true;
+	if (!c->out_blocked || c->sent_ms > since)
+		return false;
+	for (const struct nbd_req *req = c->rq_head; req; req = req->next)
+		if (req->has_slots)
+			return true;
+	return false;
+}
+
+/*
+ * req waited a whole command timeout for slots of its queue.  Clients of
+ * that queue which moved no data all that time while holding slots
+ * (a reader that never reads its replies, a writer stopped in the middle
+ * of a payload) are closed, so one stuck client cannot fail the others'
+ * I/O.  Returns how many were closed.
+ */
+static unsigned int close_stuck_clients(struct nbd_client *c, const struct nbd_req *req)
+{
+	unsigned int n = 0;
+
+	for (struct nbd_client *o = c->rc->clients; o; o = o->next) {
+		if (o == c || o->q != c->q || !client_stuck(o, req->wait_ms))
+			continue;
+		rb_warn("nbd client %" PRIu64 " (%s): holds command slots and moved no data for "
+			"%" PRIu64 " ms while client %" PRIu64 " waited for a slot; closing it",
+			o->id, o->desc, rb_now_ms() - req->wait_ms, c->id);
+		client_close(o, "stuck while holding command slots");
+		n++;
+	}
+	return n;
+}
+
+static void on_slots(struct rb_slot_waiter *w, int err)
+{
+	struct nbd_req *req = rb_container_of(w, struct nbd_req, w);
+	struct nbd_client *c = req->c;
+
+	if (err == -ETIMEDOUT && !req->evicted && close_stuck_clients(c, req)) {
+		/* Once: a queue that stays full after that is the target's doing. */
+		req->evicted = true;
+		err = rb_queue_slots_get(c->q, req->nr_slots, req->slots);
+		if (err == -EAGAIN) {
+			req->wait_ms = rb_now_ms();
+			rb_queue_slots_wait(c->q, &req->w);
+			return;
+		}
+	}
+	if (err)
+		refuse_req(c, req, nbd_errno_to_nbd(err == -ETIMEDOUT ? -EIO : err));
+	else
+		got_slots(c, req);
+	nbd_client_input(c); /* reading was paused while we waited */
+}
+
+static void start_req(struct nbd_client *c, const struct nbd_req_hdr *h)
+{
+	struct nbd_req *req = nbd_req_alloc(c);
+	int ret;
+
+	if (!req) {
+		client_close(c, "out of memory");
+		return;
+	}
+	req->reply.handle = h->handle;
+	req->type = h->type;
+	req->flags = h->flags;
+	req->offset = h->offset;
+	req->length = h->length;
+	req->nr_slots = rb_queue_slots_for(c->q, nbd_req_opcode(h->type), h->length);
+	ret = rb_queue_slots_get(c->q, req->nr_slots, req->slots);
+	if (ret == -EAGAIN) {
+		/* Backpressure: stop reading this client until slots free. */
+		req->w.fn = on_slots;
+		req->w.slots = req->slots;
+		req->w.n = req->nr_slots;
+		c->req = req;
+		c->st = CS_TX_WAIT_SLOTS;
+		req->wait_ms = rb_now_ms();
+		rb_queue_slots_wait(c->q, &req->w);
+		return;
+	}
+	if (ret) {
+		refuse_req(c, req, nbd_errno_to_nbd(ret));
+		return;
+	}
+	got_slots(c, req);
+}
+
+/* A complete request header is in c->hdr: validate it, then start it or
+ * refuse it. */
+static void handle_request(struct nbd_client *c)
+{
+	struct nbd_req_hdr h;
+	struct nbd_req *req;
+	uint32_t err;
+
+	c->hdr_got = 0;
+	if (!nbd_decode_request(c->hdr, &h)) {
+		client_close(c, "bad request magic (stream out of sync)");
+		return;
+	}
+	switch (nbd_check_request(&c->srv->exp, &h, &err)) {
+	case NBD_RC_DISCONNECT:
+		rb_dbg("nbd client %" PRIu64 ": NBD_CMD_DISC", c->id);
+		c->st = CS_TX_DISC;
+		return;
+	case NBD_RC_REPLY:
+		if (err)
+			rb_dbg("nbd client %" PRIu64 ": %s offset %" PRIu64 " length %u flags %#x "
+			       "refused: NBD error %u",
+			       c->id, nbd_cmd_name(h.type), h.offset, h.length, h.flags, err);
+		req = nbd_req_alloc(c);
+		if (!req) {
+			client_close(c, "out of memory");
+			return;
+		}
+		req->reply.handle = h.handle;
+		req->type = h.type;
+		req->length = h.length;
+		refuse_req(c, req, err);
+		return;
+	case NBD_RC_EXECUTE:
+		start_req(c, &h);
+		return;
+	}
+}
+
 /* ---- transmission input ------------------------------------------------------ */
 
 static void read_payload(struct nbd_client *c, bool *stop)
@@ -369,7 +540,7 @@ void nbd_client_input(struct nbd_client *c)
 		switch (c->st) {
 		case CS_TX_HDR:
 			if (read_hdr(c, sizeof(struct nbd_request), &stop)) {
-				nbd_req_handle(c);
+				handle_request(c);
 				budget--;
 			}
 			break;
@@ -615,7 +786,7 @@ static void client_start(struct rb_task *t)
 	}
 }
 
-int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bool handshake,
+int nbd_server_add_client(struct nbd_server *srv, int fd, struct ini_queue *q, bool handshake,
 			  const char *desc)
 {
 	struct nbd_client *c;

@@ -47,11 +47,6 @@ const char *nbd_kdev_name(const struct nbd_kdev *d)
 	return d->name;
 }
 
-int nbd_kdev_index(const struct nbd_kdev *d)
-{
-	return d->index;
-}
-
 static void sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -169,7 +164,7 @@ static void close_fds(int *fds, unsigned int n)
 
 /* One pair per queue; our end goes to the server (which owns it from then
  * on), the kernel's end into kfds. */
-static int make_sockets(struct nbd_server *srv, struct rb_session *s, int *kfds, unsigned int nq)
+static int make_sockets(struct nbd_server *srv, struct ini_session *s, int *kfds, unsigned int nq)
 {
 	for (unsigned int i = 0; i < nq; i++) {
 		char desc[64];
@@ -276,7 +271,7 @@ out_free:
 	return ret;
 }
 
-int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct rb_session *s,
+int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct ini_session *s,
 		    uint32_t timeout_ms, uint32_t hold_ms)
 {
 	const struct nbd_export_desc *e = nbd_server_export(srv);

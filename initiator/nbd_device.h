@@ -46,11 +46,10 @@ int nbd_kdev_open(const char *device, struct nbd_kdev **out);
  * reconnects (its ctrl-loss-tmo).  The kernel's timeout covers both.
  * On failure everything done here is undone (logged); free d after.
  */
-int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct rb_session *s,
+int nbd_kdev_attach(struct nbd_kdev *d, struct nbd_server *srv, struct ini_session *s,
 		    uint32_t timeout_ms, uint32_t hold_ms);
 /* "/dev/nbdN" once attached. */
 const char *nbd_kdev_name(const struct nbd_kdev *d);
-int nbd_kdev_index(const struct nbd_kdev *d);
 /* Did the kernel drop the device (someone else disconnected it)?  true
  * only when the kernel answered so; a failed query is false (logged). */
 bool nbd_kdev_gone(struct nbd_kdev *d);

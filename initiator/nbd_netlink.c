@@ -250,6 +250,19 @@ static struct nl_msg *new_msg(struct nbd_nl *nl, uint8_t cmd, size_t size)
 	return msg;
 }
 
+/* A request about device index alone (DISCONNECT, STATUS); logged on failure. */
+static struct nl_msg *index_msg(struct nbd_nl *nl, uint8_t cmd, int index, const char *what)
+{
+	struct nl_msg *msg = new_msg(nl, cmd, 256);
+
+	if (!msg || nla_put_u32(msg, NBD_ATTR_INDEX, (uint32_t)index)) {
+		nlmsg_free(msg);
+		rb_err("nbd netlink: cannot build the %s request", what);
+		return NULL;
+	}
+	return msg;
+}
+
 /* ---- CONNECT ------------------------------------------------------------------ */
 
 static int parse_connect(struct nl_req *r, struct nlattr **tb)
@@ -361,12 +374,9 @@ int nbd_nl_disconnect(struct nbd_nl *nl, int index)
 	struct nl_msg *msg;
 	int ret;
 
-	msg = new_msg(nl, NBD_CMD_DISCONNECT, 256);
-	if (!msg || nla_put_u32(msg, NBD_ATTR_INDEX, (uint32_t)index)) {
-		nlmsg_free(msg);
-		rb_err("nbd netlink: cannot build the DISCONNECT request");
+	msg = index_msg(nl, NBD_CMD_DISCONNECT, index, "DISCONNECT");
+	if (!msg)
 		return -ENOMEM;
-	}
 	ret = nl_request(nl, msg, &r, "DISCONNECT");
 	if (ret == -EPERM || ret == -EACCES)
 		rb_err("nbd netlink: disconnecting /dev/nbd%d: permission denied (needs "
@@ -409,12 +419,9 @@ int nbd_nl_status(struct nbd_nl *nl, int index, bool *connected)
 	struct nl_msg *msg;
 	int ret;
 
-	msg = new_msg(nl, NBD_CMD_STATUS, 256);
-	if (!msg || nla_put_u32(msg, NBD_ATTR_INDEX, (uint32_t)index)) {
-		nlmsg_free(msg);
-		rb_err("nbd netlink: cannot build the STATUS request");
+	msg = index_msg(nl, NBD_CMD_STATUS, index, "STATUS");
+	if (!msg)
 		return -ENOMEM;
-	}
 	ret = nl_request(nl, msg, &r, "STATUS");
 	if (ret) {
 		if (!r.logged)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* NBD frontend internals shared by nbd_client.c and nbd_server.c. */
+/* NBD frontend internals shared by nbd_server.c, nbd_client.c and nbd_request.c. */
 #ifndef RB_NBD_PRIV_H
 #define RB_NBD_PRIV_H
 
@@ -50,7 +50,7 @@ struct nbd_req {
 
 struct nbd_rctx {
 	struct nbd_server *srv;
-	struct rb_reactor *r;
+	struct ini_reactor *r;
 	struct nbd_client *clients; /* owned by r's thread */
 	struct rb_task drain_task, force_task;
 	struct rb_task hs_task; /* nbd_server_tick: handshake limit */
@@ -67,8 +67,8 @@ struct nbd_rctx {
 struct nbd_client {
 	struct nbd_server *srv;
 	struct nbd_rctx *rc;
-	struct rb_queue *q;
-	struct rb_reactor *r;
+	struct ini_queue *q;
+	struct ini_reactor *r;
 	int fd;
 	uint64_t id;
 	char desc[128];
@@ -109,7 +109,7 @@ struct nbd_client {
 };
 
 struct nbd_server {
-	struct rb_session *s;
+	struct ini_session *s;
 	struct nbd_export_desc exp;
 	char name[RB_EXPORT_NAME_MAX];
 	uint32_t chunk; /* slot buffer size */
@@ -138,13 +138,17 @@ void nbd_client_close(struct nbd_client *c, const char *why);
 void nbd_client_input(struct nbd_client *c);
 
 /* nbd_request.c */
-/* The request header in c->hdr is complete: validate it, then start it
- * or refuse it. */
-void nbd_req_handle(struct nbd_client *c);
-/* A WRITE's payload is in its slots: send the command(s). */
+/* A request object for c (from its free list), zeroed, counted in nr_reqs. */
+struct nbd_req *nbd_req_alloc(struct nbd_client *c);
+/* The rb_io opcode for an NBD command type. */
+uint8_t nbd_req_opcode(uint16_t type);
+/* The request holds its slots (a WRITE's payload is in them): send the
+ * command(s); a refused submit queues the error reply at once. */
 void nbd_req_submit(struct nbd_client *c, struct nbd_req *req);
 /* Queue req's reply (error nbd_err) for the client's socket. */
 void nbd_req_queue_reply(struct nbd_client *c, struct nbd_req *req, uint32_t nbd_err);
+/* Give back its slots, if it holds them. */
+void nbd_req_put_slots(struct nbd_req *req);
 /* Give back its slots and the request itself. */
 void nbd_req_release(struct nbd_req *req);
 

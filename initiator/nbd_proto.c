@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * NBD server logic without sockets: option negotiation and request
- * checking.  nbd_server.c drives these from its connection state machine;
- * tests/test-nbd-proto.c drives them directly.
+ * checking.  nbd_client.c drives these from its connection state machine;
+ * tests/test-nbd-proto.c and fuzz/fuzz-nbd.c drive them directly.
  */
 #include "config.h"
 

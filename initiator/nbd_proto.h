@@ -259,12 +259,6 @@ enum nbd_req_class {
 enum nbd_req_class nbd_check_request(const struct nbd_export_desc *d,
 				     const struct nbd_req_hdr *r, uint32_t *err);
 
-/* Does this request carry a payload after the header (simple replies)? */
-static inline bool nbd_req_has_payload(const struct nbd_req_hdr *r)
-{
-	return r->type == NBD_CMD_WRITE;
-}
-
 /* Map a (positive or negative) errno to an NBD error value. */
 uint32_t nbd_errno_to_nbd(int err);
 

@@ -26,7 +26,7 @@
 
 /* ---- server ------------------------------------------------------------------- */
 
-int nbd_server_create(struct rb_session *s, unsigned int max_clients, struct nbd_server **out)
+int nbd_server_create(struct ini_session *s, unsigned int max_clients, struct nbd_server **out)
 {
 	const struct rb_export_info *in = rb_session_info(s);
 	unsigned int nq = rb_session_nr_queues(s);
@@ -43,7 +43,7 @@ int nbd_server_create(struct rb_session *s, unsigned int max_clients, struct nbd
 	snprintf(srv->name, sizeof(srv->name), "%s", in->name);
 	chunk = rb_queue_buf_size(rb_session_queue(s, 0));
 	for (unsigned int i = 0; i < nq; i++) {
-		struct rb_queue *q = rb_session_queue(s, i);
+		struct ini_queue *q = rb_session_queue(s, i);
 
 		if (rb_queue_depth(q) < min_depth)
 			min_depth = rb_queue_depth(q);
@@ -73,7 +73,7 @@ int nbd_server_create(struct rb_session *s, unsigned int max_clients, struct nbd
 		return -ENOMEM;
 	}
 	for (unsigned int i = 0; i < nq; i++) {
-		struct rb_reactor *r = rb_queue_reactor(rb_session_queue(s, i));
+		struct ini_reactor *r = rb_queue_reactor(rb_session_queue(s, i));
 
 		srv->rctx[rb_reactor_id(r)].r = r;
 		srv->rctx[rb_reactor_id(r)].srv = srv;
@@ -95,13 +95,13 @@ const struct nbd_export_desc *nbd_server_export(const struct nbd_server *srv)
 	return &srv->exp;
 }
 
-static struct rb_queue *pick_queue(struct nbd_server *srv)
+static struct ini_queue *pick_queue(struct nbd_server *srv)
 {
 	unsigned int nq = rb_session_nr_queues(srv->s);
 	unsigned int start = atomic_fetch_add(&srv->rr, 1);
 
 	for (unsigned int i = 0; i < nq; i++) {
-		struct rb_queue *q = rb_session_queue(srv->s, (start + i) % nq);
+		struct ini_queue *q = rb_session_queue(srv->s, (start + i) % nq);
 
 		if (rb_queue_usable(q))
 			return q;

@@ -29,13 +29,13 @@ struct nbd_server;
 /* After rb_session_open; derives block sizes and flags from the export.
  * max_clients caps the connections from the listeners served at once;
  * sockets added without the handshake (the kernel device's) never count. */
-int nbd_server_create(struct rb_session *s, unsigned int max_clients, struct nbd_server **out);
+int nbd_server_create(struct ini_session *s, unsigned int max_clients, struct nbd_server **out);
 const struct nbd_export_desc *nbd_server_export(const struct nbd_server *srv);
 
 /* Serve fd (connected, any blocking mode) on queue q.  Any thread; the
  * reactors must be running.  desc names the peer in logs.  The server
  * owns fd afterwards, also on error. */
-int nbd_server_add_client(struct nbd_server *srv, int fd, struct rb_queue *q, bool handshake,
+int nbd_server_add_client(struct nbd_server *srv, int fd, struct ini_queue *q, bool handshake,
 			  const char *desc);
 /* Accept every pending connection on a listening socket and hand each to
  * an I/O queue (round robin over the live ones).  Over max_clients, a
@@ -57,6 +57,26 @@ void nbd_server_shutdown(struct nbd_server *srv, uint32_t ms);
 void nbd_server_tick(struct nbd_server *srv);
 /* After rb_session_close (which completes anything still in flight). */
 void nbd_server_free(struct nbd_server *srv);
+
+/* ---- the NBD frontend's run (nbd_serve.c) ------------------------------ */
+
+/* Where to serve; at least one of socket, listen, device. */
+struct nbd_serve_cfg {
+	const char *socket; /* Unix socket path */
+	const char *listen; /* "HOST:PORT" */
+	bool listen_any; /* a non-loopback listen address is allowed */
+	const char *device; /* "/dev/nbdN" or "auto" */
+	uint32_t max_clients; /* from the listeners at once */
+};
+
+/*
+ * The whole NBD run: listeners and the kernel device first (a bad address
+ * or busy device fails before the target is touched), the session, then
+ * serve until SIGTERM/SIGINT arrive on sig_fd (a signalfd) or the kernel
+ * device is disconnected by someone else, then shut down.  Prints
+ * "attached /dev/nbdN" with a kernel device.  Returns 0 or -errno.
+ */
+int nbd_serve(const struct rb_session_params *p, const struct nbd_serve_cfg *cfg, int sig_fd);
 
 /* ---- listening sockets (nbd_listen.c) ---------------------------------- */
 

@@ -42,7 +42,7 @@ static const char *wc_status_name(enum rb_wc_status st)
 
 /* ---- slots ------------------------------------------------------------- */
 
-static void slot_maybe_free(struct rb_queue *q, struct rb_slot *sl)
+static void slot_maybe_free(struct ini_queue *q, struct rb_slot *sl)
 {
 	if (sl->held || sl->send_pending || sl->resp_pending || sl->free)
 		return;
@@ -52,7 +52,7 @@ static void slot_maybe_free(struct rb_queue *q, struct rb_slot *sl)
 		rb_reactor_defer(q->r, &q->wake_task);
 }
 
-static struct rb_slot *slot_alloc(struct rb_queue *q)
+static struct rb_slot *slot_alloc(struct ini_queue *q)
 {
 	struct rb_slot *sl = &q->slots[q->free_stack[--q->nr_free]];
 
@@ -61,32 +61,32 @@ static struct rb_slot *slot_alloc(struct rb_queue *q)
 	return sl;
 }
 
-uint16_t rb_queue_id(const struct rb_queue *q)
+uint16_t rb_queue_id(const struct ini_queue *q)
 {
 	return q->qid;
 }
 
-struct rb_reactor *rb_queue_reactor(const struct rb_queue *q)
+struct ini_reactor *rb_queue_reactor(const struct ini_queue *q)
 {
 	return q->r;
 }
 
-uint32_t rb_queue_depth(const struct rb_queue *q)
+uint32_t rb_queue_depth(const struct ini_queue *q)
 {
 	return q->depth;
 }
 
-uint32_t rb_queue_buf_size(const struct rb_queue *q)
+uint32_t rb_queue_buf_size(const struct ini_queue *q)
 {
 	return q->buf_size;
 }
 
-bool rb_queue_dead(const struct rb_queue *q)
+bool rb_queue_dead(const struct ini_queue *q)
 {
 	return q->dead;
 }
 
-bool rb_queue_usable(const struct rb_queue *q)
+bool rb_queue_usable(const struct ini_queue *q)
 {
 	return !atomic_load(&q->gone);
 }
@@ -96,14 +96,14 @@ static bool op_has_data(uint8_t opcode)
 	return opcode == RB_OP_READ || opcode == RB_OP_WRITE;
 }
 
-unsigned int rb_queue_slots_for(const struct rb_queue *q, uint8_t opcode, uint32_t length)
+unsigned int rb_queue_slots_for(const struct ini_queue *q, uint8_t opcode, uint32_t length)
 {
 	if (!op_has_data(opcode) || length == 0)
 		return 1;
 	return (unsigned int)((length + (uint64_t)q->buf_size - 1) / q->buf_size);
 }
 
-int rb_queue_slots_get(struct rb_queue *q, unsigned int n, struct rb_slot **out)
+int rb_queue_slots_get(struct ini_queue *q, unsigned int n, struct rb_slot **out)
 {
 	/* Recovering: park (rb_queue_slots_wait) until reconnected or given up. */
 	if (q->dead)
@@ -121,12 +121,12 @@ int rb_queue_slots_get(struct rb_queue *q, unsigned int n, struct rb_slot **out)
 
 /* A slot frees, and a held answer goes out, only once its SEND completed:
  * slot waiters and held answers need that wakeup. */
-bool ini_queue_waits_for_send(const struct rb_queue *q)
+bool ini_queue_waits_for_send(const struct ini_queue *q)
 {
 	return q->wait_head != NULL || q->nr_answered;
 }
 
-void rb_queue_slots_put(struct rb_queue *q, unsigned int n, struct rb_slot **slots)
+void rb_queue_slots_put(struct ini_queue *q, unsigned int n, struct rb_slot **slots)
 {
 	for (unsigned int i = 0; i < n; i++) {
 		slots[i]->held = false;
@@ -134,7 +134,7 @@ void rb_queue_slots_put(struct rb_queue *q, unsigned int n, struct rb_slot **slo
 	}
 }
 
-void rb_queue_slots_wait(struct rb_queue *q, struct rb_slot_waiter *w)
+void rb_queue_slots_wait(struct ini_queue *q, struct rb_slot_waiter *w)
 {
 	w->deadline_ms = rb_now_ms() + q->timeout_ms;
 	w->next = NULL;
@@ -148,7 +148,7 @@ void rb_queue_slots_wait(struct rb_queue *q, struct rb_slot_waiter *w)
 	rb_reactor_defer(q->r, q->dead ? &q->reap_task : &q->wake_task);
 }
 
-void rb_queue_slots_cancel(struct rb_queue *q, struct rb_slot_waiter *w)
+void rb_queue_slots_cancel(struct ini_queue *q, struct rb_slot_waiter *w)
 {
 	struct rb_slot_waiter **pp = &q->wait_head, *prev = NULL;
 
@@ -167,7 +167,7 @@ void rb_queue_slots_cancel(struct rb_queue *q, struct rb_slot_waiter *w)
 	w->next = NULL;
 }
 
-static struct rb_slot_waiter *waiter_pop(struct rb_queue *q)
+static struct rb_slot_waiter *waiter_pop(struct ini_queue *q)
 {
 	struct rb_slot_waiter *w = q->wait_head;
 
@@ -181,7 +181,7 @@ static struct rb_slot_waiter *waiter_pop(struct rb_queue *q)
 
 static void wake_waiters(struct rb_task *t)
 {
-	struct rb_queue *q = rb_container_of(t, struct rb_queue, wake_task);
+	struct ini_queue *q = rb_container_of(t, struct ini_queue, wake_task);
 
 	while (q->wait_head && !q->dead) {
 		struct rb_slot_waiter *w;
@@ -213,7 +213,7 @@ static void io_chunk_done(struct rb_io *io, int err, uint16_t status, uint64_t r
 		io->done(io, io->err);
 }
 
-static void fail_wc(struct rb_queue *q, const char *what, const struct rb_wc *wc)
+static void fail_wc(struct ini_queue *q, const char *what, const struct rb_wc *wc)
 {
 	char why[160];
 
@@ -222,7 +222,7 @@ static void fail_wc(struct rb_queue *q, const char *what, const struct rb_wc *wc
 	ini_queue_fail(q, why);
 }
 
-int ini_queue_post_recv(struct rb_queue *q, struct ini_recv *rv)
+int ini_queue_post_recv(struct ini_queue *q, struct ini_recv *rv)
 {
 	struct rb_sge sg = { .addr = rv->rsp, .length = RB_RESPONSE_SIZE,
 			     .lkey = q->rsps_mr->lkey };
@@ -238,7 +238,7 @@ int ini_queue_post_recv(struct rb_queue *q, struct ini_recv *rv)
 static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 {
 	struct ini_recv *rv = rb_container_of(wc->cqe, struct ini_recv, cqe);
-	struct rb_queue *q = rv->q;
+	struct ini_queue *q = rv->q;
 	struct rb_response rsp;
 	struct rb_slot *sl;
 	struct rb_io *io;
@@ -322,7 +322,7 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 }
 
 /* The answer kept by recv_done, once the slot's SEND has completed. */
-static void deliver_answer(struct rb_queue *q, struct rb_slot *sl)
+static void deliver_answer(struct ini_queue *q, struct rb_slot *sl)
 {
 	struct rb_io *io = sl->io;
 	uint16_t status = sl->ans_status;
@@ -336,7 +336,7 @@ static void deliver_answer(struct rb_queue *q, struct rb_slot *sl)
 static void send_done(struct rb_cq *cq, struct rb_wc *wc)
 {
 	struct rb_slot *sl = rb_container_of(wc->cqe, struct rb_slot, send_cqe);
-	struct rb_queue *q = sl->q;
+	struct ini_queue *q = sl->q;
 
 	q->wr_outstanding--;
 	sl->send_pending = false;
@@ -349,7 +349,7 @@ static void send_done(struct rb_cq *cq, struct rb_wc *wc)
 }
 
 /* After death: everything still waiting for an answer fails with EIO. */
-void ini_queue_fail_inflight(struct rb_queue *q)
+void ini_queue_fail_inflight(struct ini_queue *q)
 {
 	if (!q->slots)
 		return;
@@ -391,7 +391,7 @@ void ini_queue_fail_inflight(struct rb_queue *q)
  */
 static void reap(struct rb_task *t)
 {
-	struct rb_queue *q = rb_container_of(t, struct rb_queue, reap_task);
+	struct ini_queue *q = rb_container_of(t, struct ini_queue, reap_task);
 
 	if (atomic_load(&q->s->recovering))
 		return;
@@ -402,11 +402,11 @@ static void reap(struct rb_task *t)
 
 static void kill_task(struct rb_task *t)
 {
-	ini_queue_fail(rb_container_of(t, struct rb_queue, kill_task),
+	ini_queue_fail(rb_container_of(t, struct ini_queue, kill_task),
 		       "session lost (admin queue gone)");
 }
 
-void ini_queue_fail(struct rb_queue *q, const char *why)
+void ini_queue_fail(struct ini_queue *q, const char *why)
 {
 	if (q->dead)
 		return;
@@ -428,7 +428,7 @@ void ini_queue_fail(struct rb_queue *q, const char *why)
 /* ---- submission ---------------------------------------------------------- */
 
 /* The slot now carries this chunk of io, unanswered. */
-static void slot_take_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
+static void slot_take_cmd(struct ini_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
 			  uint32_t len, uint64_t deadline)
 {
 	sl->io = io;
@@ -449,19 +449,19 @@ static void slot_take_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *
  * across requests (ublk) submits between the loss and the parking of the
  * reactors, when rb_queue_slots_get would have made it wait.
  */
-static void park_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
+static void park_cmd(struct ini_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
 		     uint32_t len, uint64_t deadline)
 {
 	assert(!sl->send_pending && !sl->answered && !sl->resp_pending);
 	slot_take_cmd(q, sl, io, off, len, deadline);
 }
 
-static bool recovering(const struct rb_queue *q)
+static bool recovering(const struct ini_queue *q)
 {
 	return atomic_load(&q->s->recovering);
 }
 
-static int post_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
+static int post_cmd(struct ini_queue *q, struct rb_slot *sl, struct rb_io *io, uint64_t off,
 		    uint32_t len, uint64_t deadline)
 {
 	struct rb_capsule *c = &q->caps[sl->cid];
@@ -510,7 +510,7 @@ static int post_cmd(struct rb_queue *q, struct rb_slot *sl, struct rb_io *io, ui
 	return ret;
 }
 
-int rb_queue_submit(struct rb_queue *q, struct rb_io *io)
+int rb_queue_submit(struct ini_queue *q, struct rb_io *io)
 {
 	unsigned int n, posted = 0;
 	uint64_t deadline;
@@ -561,7 +561,7 @@ int rb_queue_submit(struct rb_queue *q, struct rb_io *io)
 
 /* ---- timeouts ------------------------------------------------------------ */
 
-void ini_queue_tick(struct rb_queue *q, uint64_t now)
+void ini_queue_tick(struct ini_queue *q, uint64_t now)
 {
 	if (!q->dead && (q->nr_inflight || q->nr_answered)) {
 		for (uint32_t i = 0; i < q->depth; i++) {
@@ -623,14 +623,38 @@ void ini_queue_tick(struct rb_queue *q, uint64_t now)
 
 /* ---- for queue_conn.c ----------------------------------------------------- */
 
-void ini_queue_init_tasks(struct rb_queue *q)
+/* ---- what the reactor asks of the queue (reactor.h) ---------------------- */
+
+static void rq_tick(struct ini_reactor_queue *rq, uint64_t now_ms)
 {
+	ini_queue_tick(rb_container_of(rq, struct ini_queue, rq), now_ms);
+}
+
+static bool rq_waits_for_send(const struct ini_reactor_queue *rq)
+{
+	return ini_queue_waits_for_send(rb_container_of(rq, const struct ini_queue, rq));
+}
+
+static bool rq_release_transport(struct ini_reactor_queue *rq)
+{
+	return ini_queue_release_transport(rb_container_of(rq, struct ini_queue, rq));
+}
+
+static const struct ini_reactor_queue_ops queue_reactor_ops = {
+	.tick = rq_tick,
+	.waits_for_send = rq_waits_for_send,
+	.release_transport = rq_release_transport,
+};
+
+void ini_queue_init_tasks(struct ini_queue *q)
+{
+	q->rq.ops = &queue_reactor_ops;
 	q->reap_task.fn = reap;
 	q->wake_task.fn = wake_waiters;
 	q->kill_task.fn = kill_task;
 }
 
-void ini_queue_init_cqes(struct rb_queue *q)
+void ini_queue_init_cqes(struct ini_queue *q)
 {
 	for (uint32_t i = 0; i < q->alloc_depth; i++) {
 		q->slots[i].send_cqe.done = send_done;
@@ -639,7 +663,7 @@ void ini_queue_init_cqes(struct rb_queue *q)
 }
 
 /* Send a command again, as it was, with a new deadline. */
-static int reissue(struct rb_queue *q, struct rb_slot *sl, uint64_t deadline)
+static int reissue(struct ini_queue *q, struct rb_slot *sl, uint64_t deadline)
 {
 	struct rb_io *io = sl->io;
 	int ret;
@@ -656,7 +680,7 @@ static int reissue(struct rb_queue *q, struct rb_slot *sl, uint64_t deadline)
 	return ret;
 }
 
-int ini_queue_reissue_all(struct rb_queue *q, uint64_t deadline, uint32_t *n)
+int ini_queue_reissue_all(struct ini_queue *q, uint64_t deadline, uint32_t *n)
 {
 	int ret;
 

@@ -16,7 +16,7 @@
 #include "initiator.h"
 #include "log.h"
 
-static int reg(struct rb_queue *q, void *addr, size_t len, unsigned int access,
+static int reg(struct ini_queue *q, void *addr, size_t len, unsigned int access,
 	       struct rb_mr **out, const char *what)
 {
 	int ret = q->ops->reg_mr(q->r->domain, addr, len, access, out);
@@ -32,7 +32,7 @@ static int reg(struct rb_queue *q, void *addr, size_t len, unsigned int access,
 	return ret;
 }
 
-static int queue_alloc(struct rb_queue *q)
+static int queue_alloc(struct ini_queue *q)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t stride = (q->buf_size + page - 1) / page * page;
@@ -70,7 +70,7 @@ static int queue_alloc(struct rb_queue *q)
 }
 
 /* The queue's memory in the reactor's domain; undone by queue_deregister. */
-static int queue_register(struct rb_queue *q)
+static int queue_register(struct ini_queue *q)
 {
 	uint32_t n = q->alloc_depth;
 	int ret;
@@ -86,7 +86,7 @@ static int queue_register(struct rb_queue *q)
 	return ret;
 }
 
-static void queue_deregister(struct rb_queue *q)
+static void queue_deregister(struct ini_queue *q)
 {
 	if (q->rsps_mr)
 		q->ops->dereg_mr(q->rsps_mr);
@@ -97,7 +97,7 @@ static void queue_deregister(struct rb_queue *q)
 	q->rsps_mr = q->caps_mr = q->pool_mr = NULL;
 }
 
-static int check_rep(struct rb_queue *q, const struct rb_cm_rep *rep, size_t len,
+static int check_rep(struct ini_queue *q, const struct rb_cm_rep *rep, size_t len,
 		     uint32_t want_incap)
 {
 	struct rb_validate_err err;
@@ -121,7 +121,7 @@ static int check_rep(struct rb_queue *q, const struct rb_cm_rep *rep, size_t len
 	return 0;
 }
 
-static int report_reject(struct rb_queue *q, const uint8_t *rbuf, size_t rlen)
+static int report_reject(struct ini_queue *q, const uint8_t *rbuf, size_t rlen)
 {
 	struct rb_cm_rej rej;
 
@@ -143,9 +143,9 @@ static int report_reject(struct rb_queue *q, const uint8_t *rbuf, size_t rlen)
  * transport.  `first`: the queue's memory is allocated here too; on a
  * reconnect it is kept (frontends point into it).
  */
-static int queue_link(struct rb_queue *q, const struct ini_queue_cfg *cfg, bool first)
+static int queue_link(struct ini_queue *q, const struct ini_queue_cfg *cfg, bool first)
 {
-	struct rb_session *s = q->s;
+	struct ini_session *s = q->s;
 	const struct rb_transport_ops *ops = q->ops;
 	struct rb_cm_req req;
 	struct rb_conn_caps caps;
@@ -218,7 +218,7 @@ static int queue_link(struct rb_queue *q, const struct ini_queue_cfg *cfg, bool 
 	return 0;
 }
 
-int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reactor *r,
+int ini_queue_connect(struct ini_queue *q, struct ini_session *s, struct ini_reactor *r,
 		      const struct ini_queue_cfg *cfg)
 {
 	int ret;
@@ -246,7 +246,7 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 		q->slots[cid].free = true;
 		q->free_stack[q->nr_free++] = (uint16_t)cid;
 	}
-	ret = ini_reactor_add_queue(r, q);
+	ret = ini_reactor_add_queue(r, &q->rq);
 	if (ret)
 		return ret;
 	rb_info("%s: queue %u connected (peer %s, qp %u, depth %u, in-capsule %u, reactor %d)",
@@ -254,7 +254,7 @@ int ini_queue_connect(struct rb_queue *q, struct rb_session *s, struct rb_reacto
 	return 0;
 }
 
-int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg)
+int ini_queue_reconnect(struct ini_queue *q, const struct ini_queue_cfg *cfg)
 {
 	uint32_t old_depth = q->depth, n = 0;
 	uint64_t deadline = rb_now_ms() + q->timeout_ms;
@@ -284,7 +284,7 @@ int ini_queue_reconnect(struct rb_queue *q, const struct ini_queue_cfg *cfg)
 	return 0;
 }
 
-void ini_queue_shutdown(struct rb_queue *q)
+void ini_queue_shutdown(struct ini_queue *q)
 {
 	if (!q->conn)
 		return;
@@ -297,7 +297,7 @@ void ini_queue_shutdown(struct rb_queue *q)
 	rb_reactor_defer(q->r, &q->reap_task);
 }
 
-bool ini_queue_quiet(const struct rb_queue *q)
+bool ini_queue_quiet(const struct ini_queue *q)
 {
 	return !q->conn || !q->connected || q->wr_outstanding == 0;
 }
@@ -309,7 +309,7 @@ bool ini_queue_quiet(const struct rb_queue *q)
  * at.  The queue stays dead: its I/O fails with EIO until the session is
  * closed.  Returns true when it holds nothing on the transport any more.
  */
-bool ini_queue_release_transport(struct rb_queue *q)
+bool ini_queue_release_transport(struct ini_queue *q)
 {
 	if (!q->conn)
 		return true;
@@ -323,7 +323,7 @@ bool ini_queue_release_transport(struct rb_queue *q)
 	return true;
 }
 
-bool ini_queue_free(struct rb_queue *q)
+bool ini_queue_free(struct ini_queue *q)
 {
 	if (q->conn && q->connected && q->wr_outstanding > 0) {
 		unsigned int sends = 0;

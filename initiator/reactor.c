@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Initiator reactor threads.  Each owns one completion queue, the queues
- * (connections) bound to it, the frontend sockets handed to it, and a
- * timerfd for command timeouts and keep-alive.  Only the inbox (tasks
- * posted from other threads) takes a lock.
+ * Initiator reactor threads (reactor.h).  Only the inbox (tasks posted
+ * from other threads) takes a lock.  Nothing here calls into the queue or
+ * session code: they registered hooks.
  */
 #include "config.h"
 
@@ -19,7 +18,7 @@
 #include <unistd.h>
 
 #include "checked.h"
-#include "initiator.h"
+#include "reactor.h"
 #include "log.h"
 #include "thread.h"
 
@@ -33,12 +32,12 @@ uint64_t rb_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-int rb_reactor_id(const struct rb_reactor *r)
+int rb_reactor_id(const struct ini_reactor *r)
 {
 	return r->id;
 }
 
-int rb_reactor_add(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p)
+int rb_reactor_add(struct ini_reactor *r, int fd, uint32_t events, struct rb_poll *p)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = p };
 
@@ -47,7 +46,7 @@ int rb_reactor_add(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll
 	return 0;
 }
 
-int rb_reactor_mod(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p)
+int rb_reactor_mod(struct ini_reactor *r, int fd, uint32_t events, struct rb_poll *p)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = p };
 
@@ -56,7 +55,7 @@ int rb_reactor_mod(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll
 	return 0;
 }
 
-void rb_reactor_del(struct rb_reactor *r, int fd)
+void rb_reactor_del(struct ini_reactor *r, int fd)
 {
 	/* Fails only if fd was never added: nothing to undo then. */
 	epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -73,7 +72,7 @@ static void task_append(struct rb_task **head, struct rb_task **tail, struct rb_
 	*tail = t;
 }
 
-void rb_reactor_post(struct rb_reactor *r, struct rb_task *t)
+void rb_reactor_post(struct ini_reactor *r, struct rb_task *t)
 {
 	uint64_t one = 1;
 
@@ -84,7 +83,7 @@ void rb_reactor_post(struct rb_reactor *r, struct rb_task *t)
 		rb_err("reactor %d: wake: %s", r->id, strerror(errno));
 }
 
-void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t)
+void rb_reactor_defer(struct ini_reactor *r, struct rb_task *t)
 {
 	if (t->queued)
 		return;
@@ -93,20 +92,20 @@ void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t)
 }
 
 /* Another thread drives this reactor (recovery, or a test). */
-static bool off_owner(const struct rb_reactor *r)
+static bool off_owner(const struct ini_reactor *r)
 {
 	return atomic_load(&r->has_owner) && !pthread_equal(pthread_self(), r->owner);
 }
 
 /* Keep t (queued: a defer meanwhile does not add it twice) for the owner. */
-static void owe(struct rb_reactor *r, struct rb_task *t)
+static void owe(struct ini_reactor *r, struct rb_task *t)
 {
 	t->queued = true;
 	task_append(&r->owed_head, &r->owed_tail, t);
 }
 
 /* Owed tasks go back to the front of the deferred ones, in their order. */
-static void take_owed(struct rb_reactor *r)
+static void take_owed(struct ini_reactor *r)
 {
 	if (!r->owed_head)
 		return;
@@ -118,7 +117,7 @@ static void take_owed(struct rb_reactor *r)
 }
 
 /* Returns the number of tasks run. */
-static int run_deferred(struct rb_reactor *r)
+static int run_deferred(struct ini_reactor *r)
 {
 	int n = 0;
 
@@ -143,7 +142,7 @@ static int run_deferred(struct rb_reactor *r)
 }
 
 /* Poll until the CQ is empty; returns completions handled. */
-static int drain_cq(struct rb_reactor *r)
+static int drain_cq(struct ini_reactor *r)
 {
 	struct rb_wc wc[INI_WC_BATCH];
 	int n, total = 0;
@@ -170,7 +169,7 @@ static int drain_cq(struct rb_reactor *r)
  * (traffic, or flushes of posts to a dead connection), so deferred work
  * needs no poll of its own; over tcp each poll is a system call.
  */
-static void settle(struct rb_reactor *r, bool poll_cq)
+static void settle(struct ini_reactor *r, bool poll_cq)
 {
 	run_deferred(r);
 	if (poll_cq)
@@ -180,19 +179,19 @@ static void settle(struct rb_reactor *r, bool poll_cq)
 			break;
 }
 
-void ini_reactor_poll(struct rb_reactor *r)
+void ini_reactor_poll(struct ini_reactor *r)
 {
 	drain_cq(r);
 }
 
-static void tick(struct rb_reactor *r)
+static void tick(struct ini_reactor *r)
 {
 	uint64_t now = rb_now_ms();
 
 	for (unsigned int i = 0; i < r->nr_queues; i++)
-		ini_queue_tick(r->queues[i], now);
-	if (r->owns_admin)
-		ini_session_tick(r->s, now);
+		r->queues[i]->ops->tick(r->queues[i], now);
+	if (r->tick_fn)
+		r->tick_fn(r->tick_arg, now);
 	if (r->cq && r->ops->domain_lost(r->domain))
 		r->domain_lost = true;
 }
@@ -203,12 +202,12 @@ static void tick(struct rb_reactor *r)
  * the kernel can complete the removal (docs/transport-rdma.md).  Runs
  * after a round, outside any handler or drain; retried every tick.
  */
-static void release_lost_domain(struct rb_reactor *r)
+static void release_lost_domain(struct ini_reactor *r)
 {
 	bool busy = false;
 
 	for (unsigned int i = 0; i < r->nr_queues; i++)
-		if (!ini_queue_release_transport(r->queues[i]))
+		if (!r->queues[i]->ops->release_transport(r->queues[i]))
 			busy = true;
 	if (busy || r->leaked_queue)
 		return;
@@ -220,7 +219,7 @@ static void release_lost_domain(struct rb_reactor *r)
 
 static void on_cq(struct rb_poll *p, uint32_t events)
 {
-	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, cq_poll);
+	struct ini_reactor *r = rb_container_of(p, struct ini_reactor, cq_poll);
 	int ret;
 
 	/* The CQ was replaced while this thread was parked earlier in the
@@ -236,7 +235,7 @@ static void on_cq(struct rb_poll *p, uint32_t events)
 
 static void on_wake(struct rb_poll *p, uint32_t events)
 {
-	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, wake_poll);
+	struct ini_reactor *r = rb_container_of(p, struct ini_reactor, wake_poll);
 	struct rb_task *t;
 	uint64_t v;
 
@@ -260,7 +259,7 @@ static void on_wake(struct rb_poll *p, uint32_t events)
 
 static void on_timer(struct rb_poll *p, uint32_t events)
 {
-	struct rb_reactor *r = rb_container_of(p, struct rb_reactor, timer_poll);
+	struct ini_reactor *r = rb_container_of(p, struct ini_reactor, timer_poll);
 	uint64_t v;
 
 	if (read(r->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
@@ -268,27 +267,19 @@ static void on_timer(struct rb_poll *p, uint32_t events)
 	tick(r);
 }
 
-int ini_reactor_init(struct rb_reactor *r, struct rb_session *s, int id)
+int ini_reactor_init(struct ini_reactor *r, int id, const struct rb_transport_opts *topts,
+		     uint32_t tick_ms)
 {
-	uint32_t t = s->p.timeout_ms / 4;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
 	r->id = id;
-	r->s = s;
-	rb_spin_init(&r->spin, &s->p.topts);
+	rb_spin_init(&r->spin, topts);
 	r->epfd = r->wake_fd = r->timer_fd = -1;
 	atomic_init(&r->stop, false);
 	atomic_init(&r->has_owner, false);
 	pthread_mutex_init(&r->inbox_lock, NULL);
-	/* Tick often enough for the tightest deadline we keep. */
-	if (s->p.kato_ms && s->p.kato_ms / 8 < t)
-		t = s->p.kato_ms / 8;
-	if (t > INI_TICK_MAX_MS)
-		t = INI_TICK_MAX_MS;
-	if (t < 10)
-		t = 10;
-	r->tick_ms = t;
+	r->tick_ms = tick_ms;
 	r->cq_poll.fn = on_cq;
 	r->wake_poll.fn = on_wake;
 	r->timer_poll.fn = on_timer;
@@ -321,7 +312,7 @@ out_fail:
 	return ret;
 }
 
-int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
+int ini_reactor_set_cq(struct ini_reactor *r, const struct rb_transport_ops *ops,
 		       struct rb_domain *d, uint32_t depth)
 {
 	int ret;
@@ -357,7 +348,7 @@ int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
 	return ret;
 }
 
-void ini_reactor_del_queue(struct rb_reactor *r, struct rb_queue *q)
+void ini_reactor_del_queue(struct ini_reactor *r, struct ini_reactor_queue *q)
 {
 	for (unsigned int i = 0; i < r->nr_queues; i++) {
 		if (r->queues[i] == q) {
@@ -367,7 +358,7 @@ void ini_reactor_del_queue(struct rb_reactor *r, struct rb_queue *q)
 	}
 }
 
-void ini_reactor_drop_cq(struct rb_reactor *r)
+void ini_reactor_drop_cq(struct ini_reactor *r)
 {
 	if (!r->cq)
 		return;
@@ -378,9 +369,15 @@ void ini_reactor_drop_cq(struct rb_reactor *r)
 	r->domain_lost = false;
 }
 
-int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
+void ini_reactor_on_tick(struct ini_reactor *r, void (*fn)(void *arg, uint64_t now_ms), void *arg)
 {
-	struct rb_queue **nq = realloc(r->queues, (r->nr_queues + 1) * sizeof(*nq));
+	r->tick_fn = fn;
+	r->tick_arg = arg;
+}
+
+int ini_reactor_add_queue(struct ini_reactor *r, struct ini_reactor_queue *q)
+{
+	struct ini_reactor_queue **nq = realloc(r->queues, (r->nr_queues + 1) * sizeof(*nq));
 
 	if (!nq)
 		return -ENOMEM;
@@ -390,17 +387,17 @@ int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
 }
 
 /* May the reactor sleep through completions of its own SENDs? */
-static bool reactor_quiet(const struct rb_reactor *r)
+static bool reactor_quiet(const struct ini_reactor *r)
 {
 	for (unsigned int i = 0; i < r->nr_queues; i++)
-		if (ini_queue_waits_for_send(r->queues[i]))
+		if (r->queues[i]->ops->waits_for_send(r->queues[i]))
 			return false;
 	return true;
 }
 
 static void *reactor_main(void *arg)
 {
-	struct rb_reactor *r = arg;
+	struct ini_reactor *r = arg;
 	struct epoll_event evs[EV_BATCH];
 	struct itimerspec its = {
 		.it_interval = { r->tick_ms / 1000, (long)(r->tick_ms % 1000) * 1000000L },
@@ -456,7 +453,7 @@ static void *reactor_main(void *arg)
 	return NULL;
 }
 
-int ini_reactor_start(struct rb_reactor *r)
+int ini_reactor_start(struct ini_reactor *r)
 {
 	int ret = pthread_create(&r->thread, NULL, reactor_main, r);
 
@@ -475,7 +472,7 @@ static void stop_task(struct rb_task *t)
 	free(t);
 }
 
-void ini_reactor_stop(struct rb_reactor *r)
+void ini_reactor_stop(struct ini_reactor *r)
 {
 	struct rb_task *t;
 	uint64_t one = 1;
@@ -497,7 +494,7 @@ void ini_reactor_stop(struct rb_reactor *r)
 	on_wake(&r->wake_poll, EPOLLIN);
 }
 
-void ini_reactor_fini(struct rb_reactor *r)
+void ini_reactor_fini(struct ini_reactor *r)
 {
 	if (!r->inited)
 		return;
@@ -519,7 +516,7 @@ void ini_reactor_fini(struct rb_reactor *r)
 	pthread_mutex_destroy(&r->inbox_lock);
 }
 
-void ini_reactor_progress(struct rb_reactor *r)
+void ini_reactor_progress(struct ini_reactor *r)
 {
 	if (r->cq)
 		r->ops->cq_arm(r->cq);
@@ -529,7 +526,7 @@ void ini_reactor_progress(struct rb_reactor *r)
 	settle(r, true);
 }
 
-int ini_reactor_wait(struct rb_reactor *r, bool (*cond)(void *), void *arg,
+int ini_reactor_wait(struct ini_reactor *r, bool (*cond)(void *), void *arg,
 		     uint64_t deadline_ms)
 {
 	for (;;) {

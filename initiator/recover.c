@@ -42,8 +42,8 @@
 
 static void pause_task(struct rb_task *t)
 {
-	struct rb_reactor *r = rb_container_of(t, struct rb_reactor, pause_task);
-	struct rb_session *s = r->s;
+	struct ini_reactor *r = rb_container_of(t, struct ini_reactor, pause_task);
+	struct ini_session *s = r->s;
 
 	/* Posts held by this round's cork go out now, before the handover. */
 	if (r->cq)
@@ -62,7 +62,7 @@ static void pause_task(struct rb_task *t)
 		r->ops->cq_cork(r->cq, true);
 }
 
-static void park_reactors(struct rb_session *s)
+static void park_reactors(struct ini_session *s)
 {
 	unsigned int n = 0;
 
@@ -81,7 +81,7 @@ static void park_reactors(struct rb_session *s)
 	pthread_mutex_unlock(&s->rec_lock);
 }
 
-static void resume_reactors(struct rb_session *s)
+static void resume_reactors(struct ini_session *s)
 {
 	pthread_mutex_lock(&s->rec_lock);
 	s->rec_pause = false;
@@ -92,14 +92,14 @@ static void resume_reactors(struct rb_session *s)
 	pthread_mutex_unlock(&s->rec_lock);
 }
 
-static void for_each_queue(struct rb_session *s, void (*fn)(struct rb_queue *q))
+static void for_each_queue(struct ini_session *s, void (*fn)(struct ini_queue *q))
 {
 	fn(&s->admin);
 	for (unsigned int i = 0; i < s->nr_queues; i++)
 		fn(&s->queues[i]);
 }
 
-static void disconnect_queue(struct rb_queue *q)
+static void disconnect_queue(struct ini_queue *q)
 {
 	q->dead = true;
 	atomic_store(&q->gone, true);
@@ -111,7 +111,7 @@ static void disconnect_queue(struct rb_queue *q)
 
 /* Step 2; false when work requests never completed (their memory cannot be
  * handed to a new connection: the session is lost). */
-static bool quiesce(struct rb_session *s)
+static bool quiesce(struct ini_session *s)
 {
 	for_each_queue(s, disconnect_queue);
 	ini_session_wait_quiet(s, false, REC_QUIESCE_MS);
@@ -129,7 +129,7 @@ static bool quiesce(struct rb_session *s)
 }
 
 /* Parked waiters: served (and timed) afresh once the reactors run again. */
-static void requeue_waiters(struct rb_queue *q)
+static void requeue_waiters(struct ini_queue *q)
 {
 	uint64_t deadline = rb_now_ms() + q->timeout_ms;
 
@@ -139,13 +139,13 @@ static void requeue_waiters(struct rb_queue *q)
 		rb_reactor_defer(q->r, &q->wake_task);
 }
 
-static void reap_queue(struct rb_queue *q)
+static void reap_queue(struct ini_queue *q)
 {
 	rb_reactor_defer(q->r, &q->reap_task);
 }
 
 /* Sleep delay_ms unless shutdown asks first; false: shutdown. */
-static bool rec_sleep(struct rb_session *s, uint32_t delay_ms)
+static bool rec_sleep(struct ini_session *s, uint32_t delay_ms)
 {
 	struct timespec ts = rb_deadline_ts(CLOCK_MONOTONIC, delay_ms);
 	bool stop;
@@ -158,7 +158,7 @@ static bool rec_sleep(struct rb_session *s, uint32_t delay_ms)
 	return !stop;
 }
 
-static bool rec_stopping(struct rb_session *s)
+static bool rec_stopping(struct ini_session *s)
 {
 	bool stop;
 
@@ -168,7 +168,7 @@ static bool rec_stopping(struct rb_session *s)
 	return stop;
 }
 
-static void recover(struct rb_session *s)
+static void recover(struct ini_session *s)
 {
 	uint64_t start = rb_now_ms(), deadline = start + s->p.ctrl_loss_tmo_ms;
 	unsigned int attempts = 0;
@@ -225,7 +225,7 @@ static void recover(struct rb_session *s)
 
 static void *rec_main(void *arg)
 {
-	struct rb_session *s = arg;
+	struct ini_session *s = arg;
 
 	pthread_mutex_lock(&s->rec_lock);
 	for (;;) {
@@ -243,7 +243,7 @@ static void *rec_main(void *arg)
 	return NULL;
 }
 
-int ini_recovery_init(struct rb_session *s)
+int ini_recovery_init(struct ini_session *s)
 {
 	int ret;
 
@@ -263,7 +263,7 @@ int ini_recovery_init(struct rb_session *s)
 }
 
 /* Any reactor thread, on a queue's death. */
-bool ini_recovery_start(struct rb_session *s)
+bool ini_recovery_start(struct ini_session *s)
 {
 	bool on;
 
@@ -277,13 +277,13 @@ bool ini_recovery_start(struct rb_session *s)
 	return on;
 }
 
-void rb_session_cancel_recovery(struct rb_session *s)
+void rb_session_cancel_recovery(struct ini_session *s)
 {
 	ini_recovery_fini(s);
 }
 
 /* Idempotent: rb_session_stop calls it, and frontends before they drain. */
-void ini_recovery_fini(struct rb_session *s)
+void ini_recovery_fini(struct ini_session *s)
 {
 	bool started;
 

@@ -20,29 +20,24 @@
 
 /* ---- accessors ----------------------------------------------------------- */
 
-const struct rb_export_info *rb_session_info(const struct rb_session *s)
+const struct rb_export_info *rb_session_info(const struct ini_session *s)
 {
 	return &s->info;
 }
 
-const char *rb_session_target(const struct rb_session *s)
+const char *rb_session_target(const struct ini_session *s)
 {
 	return s->target;
 }
 
-unsigned int rb_session_nr_queues(const struct rb_session *s)
+unsigned int rb_session_nr_queues(const struct ini_session *s)
 {
 	return s->nr_queues;
 }
 
-struct rb_queue *rb_session_queue(struct rb_session *s, unsigned int i)
+struct ini_queue *rb_session_queue(struct ini_session *s, unsigned int i)
 {
 	return i < s->nr_queues ? &s->queues[i] : NULL;
-}
-
-bool rb_session_lost(const struct rb_session *s)
-{
-	return atomic_load(&s->lost);
 }
 
 /* ---- synchronous admin commands (no reactor thread running) ---------- */
@@ -66,10 +61,10 @@ static bool sync_cond(void *arg)
  * Run one admin command on the calling thread.  Returns 0 or -errno; a
  * failed target status is in *status (0 if the command got no answer).
  */
-static int admin_sync(struct rb_session *s, struct rb_slot *sl, uint8_t op, uint32_t len,
+static int admin_sync(struct ini_session *s, struct rb_slot *sl, uint8_t op, uint32_t len,
 		      uint32_t timeout_ms, uint16_t *status, uint64_t *result)
 {
-	struct rb_reactor *r = s->admin.r;
+	struct ini_reactor *r = s->admin.r;
 	struct sync_cmd c;
 	int ret;
 
@@ -104,7 +99,7 @@ static int admin_sync(struct rb_session *s, struct rb_slot *sl, uint8_t op, uint
 
 static void ka_done(struct rb_io *io, int err)
 {
-	struct rb_session *s = rb_container_of(io, struct rb_session, ka_io);
+	struct ini_session *s = rb_container_of(io, struct ini_session, ka_io);
 
 	s->ka_busy = false;
 	rb_queue_slots_put(&s->admin, 1, &s->ka_slot);
@@ -117,8 +112,10 @@ static void ka_done(struct rb_io *io, int err)
 	}
 }
 
-void ini_session_tick(struct rb_session *s, uint64_t now)
+/* Reactor 0's tick hook: the keep-alive. */
+static void session_tick(void *arg, uint64_t now)
 {
+	struct ini_session *s = arg;
 	int ret;
 
 	if (!s->p.kato_ms || !s->connected || s->closing || s->ka_busy || s->admin.dead ||
@@ -140,7 +137,7 @@ void ini_session_tick(struct rb_session *s, uint64_t now)
 	s->ka_busy = true;
 }
 
-void ini_session_queue_died(struct rb_session *s, struct rb_queue *q)
+void ini_session_queue_died(struct ini_session *s, struct ini_queue *q)
 {
 	if (s->closing || ini_recovery_start(s))
 		return;
@@ -155,7 +152,7 @@ void ini_session_queue_died(struct rb_session *s, struct rb_queue *q)
 	/* Without the admin queue the target drops the session anyway: fail
 	 * I/O now rather than wait for each command to time out. */
 	for (unsigned int i = 0; i < s->nr_queues; i++) {
-		struct rb_queue *io = &s->queues[i];
+		struct ini_queue *io = &s->queues[i];
 
 		if (io->r->started)
 			rb_reactor_post(io->r, &io->kill_task);
@@ -173,9 +170,23 @@ static unsigned int nr_cpus(void)
 	return n > 0 ? (unsigned int)n : 1;
 }
 
-static struct rb_session *session_alloc(const struct rb_session_params *p, unsigned int nr_r)
+/* The reactors' tick: often enough for the tightest deadline we keep. */
+static uint32_t tick_ms(const struct rb_session_params *p)
 {
-	struct rb_session *s = calloc(1, sizeof(*s));
+	uint32_t t = p->timeout_ms / 4;
+
+	if (p->kato_ms && p->kato_ms / 8 < t)
+		t = p->kato_ms / 8;
+	if (t > INI_TICK_MAX_MS)
+		t = INI_TICK_MAX_MS;
+	if (t < 10)
+		t = 10;
+	return t;
+}
+
+static struct ini_session *session_alloc(const struct rb_session_params *p, unsigned int nr_r)
+{
+	struct ini_session *s = calloc(1, sizeof(*s));
 	bool v6 = strchr(p->ep.host, ':') != NULL;
 	pthread_condattr_t ca;
 
@@ -200,19 +211,20 @@ static struct rb_session *session_alloc(const struct rb_session_params *p, unsig
 		return NULL;
 	}
 	for (unsigned int i = 0; i < nr_r; i++) {
-		if (ini_reactor_init(&s->reactors[i], s, (int)i))
+		if (ini_reactor_init(&s->reactors[i], (int)i, &p->topts, tick_ms(p)))
 			break;
+		s->reactors[i].s = s;
 		s->nr_reactors++;
 	}
 	if (s->nr_reactors != nr_r) {
 		rb_session_close(s);
 		return NULL;
 	}
-	s->reactors[0].owns_admin = true;
+	ini_reactor_on_tick(&s->reactors[0], session_tick, s);
 	return s;
 }
 
-static int admin_connect(struct rb_session *s, uint32_t cq_depth)
+static int admin_connect(struct ini_session *s, uint32_t cq_depth)
 {
 	struct ini_queue_cfg cfg = {
 		.qid = 0,
@@ -246,7 +258,7 @@ static const char *connect_reason(uint16_t status)
  * received if raw is not NULL.  A reconnect names the session it replaces:
  * the target answers once that one's commands have finished.
  */
-static int session_connect(struct rb_session *s, const char *export_name, uint32_t kato_ms,
+static int session_connect(struct ini_session *s, const char *export_name, uint32_t kato_ms,
 			   uint64_t replaces, struct rb_connect_rsp *raw)
 {
 	struct rb_connect_req *req;
@@ -304,7 +316,7 @@ out_put:
 	return ret;
 }
 
-static int check_export(struct rb_session *s, const struct rb_connect_rsp *rsp)
+static int check_export(struct ini_session *s, const struct rb_connect_rsp *rsp)
 {
 	struct rb_export_info *in = &s->info;
 	struct rb_validate_err err;
@@ -330,12 +342,12 @@ static int check_export(struct rb_session *s, const struct rb_connect_rsp *rsp)
 	return 0;
 }
 
-int rb_session_open(const struct rb_session_params *p, struct rb_session **out)
+int rb_session_open(const struct rb_session_params *p, struct ini_session **out)
 {
 	unsigned int nr_r = p->nr_reactors ? p->nr_reactors : p->nr_io_queues;
 	uint32_t depth, chunk, cq_depth, per_r;
 	struct rb_connect_rsp rsp;
-	struct rb_session *s;
+	struct ini_session *s;
 	int ret;
 
 	if (!p->nr_reactors && nr_r > nr_cpus())
@@ -403,7 +415,7 @@ out_close:
 /* ---- reconnect ----------------------------------------------------------------- */
 
 /* What the re-established session must still be, for the queues as they are. */
-static int check_same_export(struct rb_session *s, const struct rb_export_info *old)
+static int check_same_export(struct ini_session *s, const struct rb_export_info *old)
 {
 	const struct rb_export_info *in = &s->info;
 
@@ -420,13 +432,13 @@ static int check_same_export(struct rb_session *s, const struct rb_export_info *
 	return 0;
 }
 
-int ini_session_reconnect(struct rb_session *s)
+int ini_session_reconnect(struct ini_session *s)
 {
 	struct rb_export_info old = s->info;
 	int ret;
 
 	/* The admin queue starts from scratch: nothing of it was the frontends'. */
-	ini_reactor_del_queue(s->admin.r, &s->admin);
+	ini_reactor_del_queue(s->admin.r, &s->admin.rq);
 	if (!ini_queue_free(&s->admin))
 		return -EBUSY;
 	s->connected = false;
@@ -439,7 +451,7 @@ int ini_session_reconnect(struct rb_session *s)
 		return ret;
 	s->info.nr_io_queues = old.nr_io_queues;
 	for (unsigned int i = 0; i < s->nr_queues; i++) {
-		struct rb_queue *q = &s->queues[i];
+		struct ini_queue *q = &s->queues[i];
 		struct ini_queue_cfg cfg = {
 			.qid = q->qid,
 			.depth = q->alloc_depth,
@@ -461,7 +473,7 @@ int ini_session_reconnect(struct rb_session *s)
 
 /* ---- run and stop ------------------------------------------------------------ */
 
-int rb_session_start(struct rb_session *s)
+int rb_session_start(struct ini_session *s)
 {
 	int ret;
 
@@ -479,7 +491,7 @@ int rb_session_start(struct rb_session *s)
 	return 0;
 }
 
-void rb_session_stop(struct rb_session *s)
+void rb_session_stop(struct ini_session *s)
 {
 	/* A recovery parks the reactors: it must end before they can stop. */
 	ini_recovery_fini(s);
@@ -487,7 +499,7 @@ void rb_session_stop(struct rb_session *s)
 		ini_reactor_stop(&s->reactors[i]);
 }
 
-static bool queues_quiet(const struct rb_session *s, bool admin)
+static bool queues_quiet(const struct ini_session *s, bool admin)
 {
 	if (admin)
 		return ini_queue_quiet(&s->admin);
@@ -498,7 +510,7 @@ static bool queues_quiet(const struct rb_session *s, bool admin)
 }
 
 /* Drive every CQ until the queues' work requests have all completed. */
-void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms)
+void ini_session_wait_quiet(struct ini_session *s, bool admin, uint32_t ms)
 {
 	uint64_t deadline = rb_now_ms() + ms;
 	struct pollfd pfd[64];
@@ -511,7 +523,7 @@ void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms)
 		if (queues_quiet(s, admin) || rb_now_ms() >= deadline)
 			return;
 		for (unsigned int i = 0; i < s->nr_reactors && n < 64; i++) {
-			struct rb_reactor *r = &s->reactors[i];
+			struct ini_reactor *r = &s->reactors[i];
 
 			if (r->cq)
 				pfd[n++] = (struct pollfd){ .fd = r->ops->cq_fd(r->cq),
@@ -522,7 +534,7 @@ void ini_session_wait_quiet(struct rb_session *s, bool admin, uint32_t ms)
 	}
 }
 
-static void session_disconnect(struct rb_session *s)
+static void session_disconnect(struct ini_session *s)
 {
 	struct rb_slot *sl;
 	uint16_t status;
@@ -547,7 +559,7 @@ static void session_disconnect(struct rb_session *s)
 		rb_info("%s: session %016" PRIx64 " disconnected", s->target, s->info.session_id);
 }
 
-void rb_session_close(struct rb_session *s)
+void rb_session_close(struct ini_session *s)
 {
 	if (!s)
 		return;
@@ -583,7 +595,7 @@ int rb_list_exports(const struct rb_session_params *p, struct rb_export_entry **
 	const uint32_t ent = sizeof(struct rb_export_entry);
 	uint32_t len = INI_ADMIN_BUF_SIZE / ent * ent;
 	struct rb_export_entry *list = NULL;
-	struct rb_session *s;
+	struct ini_session *s;
 	struct rb_slot *sl;
 	uint16_t status;
 	uint64_t result;

@@ -5,12 +5,13 @@
  * A session is one attached export: an admin queue (qid 0, CONNECT,
  * KEEPALIVE, DISCONNECT) plus N I/O queues (qid 1..N).  Each queue is one
  * transport connection owned by exactly one reactor thread.  Frontends
- * (the NBD server today; kernel /dev/nbdN via netlink and ublk later) sit
- * on top of this header only.
+ * (the NBD server with its sockets and kernel /dev/nbdN, and ublk) sit on
+ * top of this header only; it includes the reactor's frontend part
+ * (reactor.h).
  *
  * Threading rules
  *   - rb_session_open/start/stop/close and rb_list_exports: main thread.
- *   - Everything taking a struct rb_queue * (slots, submit) and the
+ *   - Everything taking a struct ini_queue * (slots, submit) and the
  *     rb_reactor_add/mod/del/defer calls: only on the thread of the
  *     reactor that owns the queue (rb_queue_reactor()), i.e. from a
  *     callback the reactor runs: an fd handler, a task, an I/O or slot
@@ -59,12 +60,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "reactor.h"
 #include "transport.h"
 #include "wire.h"
 
-struct rb_session;
-struct rb_reactor;
-struct rb_queue;
+struct ini_session;
+struct ini_queue;
 
 /* ---- session ------------------------------------------------------------ */
 
@@ -104,26 +105,24 @@ struct rb_export_info {
  * Synchronous; no threads run yet.  On failure logs what failed, where and
  * why, and returns -errno (nothing left to free).
  */
-int rb_session_open(const struct rb_session_params *p, struct rb_session **out);
+int rb_session_open(const struct rb_session_params *p, struct ini_session **out);
 /* Start the reactor threads (keep-alive and I/O begin). */
-int rb_session_start(struct rb_session *s);
+int rb_session_start(struct ini_session *s);
 /* Stop and join the reactor threads; frontends must be quiet first. */
-void rb_session_stop(struct rb_session *s);
+void rb_session_stop(struct ini_session *s);
 /* Give up a reconnect in progress (shutdown): its I/O fails with EIO and
  * the reactors run again.  Call before draining the frontends. */
-void rb_session_cancel_recovery(struct rb_session *s);
+void rb_session_cancel_recovery(struct ini_session *s);
 /* DISCONNECT (bounded wait), tear down every queue, free.  Callbacks of
  * requests still outstanding run (with -EIO) from inside this call. */
-void rb_session_close(struct rb_session *s);
+void rb_session_close(struct ini_session *s);
 
-const struct rb_export_info *rb_session_info(const struct rb_session *s);
+const struct rb_export_info *rb_session_info(const struct ini_session *s);
 /* "tcp://HOST:PORT", for messages. */
-const char *rb_session_target(const struct rb_session *s);
-unsigned int rb_session_nr_queues(const struct rb_session *s);
+const char *rb_session_target(const struct ini_session *s);
+unsigned int rb_session_nr_queues(const struct ini_session *s);
 /* I/O queue i (0-based; its qid is i + 1). */
-struct rb_queue *rb_session_queue(struct rb_session *s, unsigned int i);
-/* true once the admin queue is gone (keep-alive lost, target gone). */
-bool rb_session_lost(const struct rb_session *s);
+struct ini_queue *rb_session_queue(struct ini_session *s, unsigned int i);
 
 /*
  * Discovery: connect an admin queue, LIST_EXPORTS, disconnect.  *out is a
@@ -132,41 +131,6 @@ bool rb_session_lost(const struct rb_session *s);
  */
 int rb_list_exports(const struct rb_session_params *p, struct rb_export_entry **out,
 		    uint32_t *nr, uint32_t *total);
-
-/* ---- reactor ------------------------------------------------------------ */
-
-/* An fd watched by a reactor; embed it and recover with rb_container_of. */
-struct rb_poll {
-	void (*fn)(struct rb_poll *p, uint32_t events); /* EPOLL* bits */
-};
-
-int rb_reactor_add(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p);
-int rb_reactor_mod(struct rb_reactor *r, int fd, uint32_t events, struct rb_poll *p);
-void rb_reactor_del(struct rb_reactor *r, int fd);
-
-/* A unit of work run on a reactor thread. */
-struct rb_task {
-	void (*fn)(struct rb_task *t);
-	/*
-	 * Runs on the reactor's own thread only.  While another thread drives
-	 * the reactor (session recovery), the task waits for the owner: ublk
-	 * refuses a queue's commands (EINVAL) from any task but the one that
-	 * fetched them.
-	 */
-	bool owner_only;
-	struct rb_task *next; /* private */
-	bool queued; /* private */
-};
-
-/* Any thread: run t->fn on r soon.  t must stay valid until it ran and must
- * not be posted again before that. */
-void rb_reactor_post(struct rb_reactor *r, struct rb_task *t);
-/* Reactor thread: run t->fn after the current batch of events (coalesces:
- * a task already queued is not queued twice). */
-void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t);
-int rb_reactor_id(const struct rb_reactor *r);
-/* CLOCK_MONOTONIC milliseconds. */
-uint64_t rb_now_ms(void);
 
 /* ---- queues, slots and I/O --------------------------------------------- */
 
@@ -178,7 +142,7 @@ struct rb_slot {
 
 	/* private to the session layer */
 	struct rb_cqe send_cqe;
-	struct rb_queue *q;
+	struct ini_queue *q;
 	struct rb_io *io; /* owner while its command is outstanding */
 	uint64_t deadline_ms;
 	uint64_t offset; /* command as sent: kept for logs and a later re-issue */
@@ -229,27 +193,27 @@ struct rb_io {
 	int err;
 };
 
-uint16_t rb_queue_id(const struct rb_queue *q);
-struct rb_reactor *rb_queue_reactor(const struct rb_queue *q);
-uint32_t rb_queue_depth(const struct rb_queue *q);
-uint32_t rb_queue_buf_size(const struct rb_queue *q);
-bool rb_queue_dead(const struct rb_queue *q);
+uint16_t rb_queue_id(const struct ini_queue *q);
+struct ini_reactor *rb_queue_reactor(const struct ini_queue *q);
+uint32_t rb_queue_depth(const struct ini_queue *q);
+uint32_t rb_queue_buf_size(const struct ini_queue *q);
+bool rb_queue_dead(const struct ini_queue *q);
 /* Any thread: false once the queue died (a hint for placing new clients). */
-bool rb_queue_usable(const struct rb_queue *q);
+bool rb_queue_usable(const struct ini_queue *q);
 /* Slots an rb_io needs: one per buf_size chunk for READ/WRITE, else 1. */
-unsigned int rb_queue_slots_for(const struct rb_queue *q, uint8_t opcode, uint32_t length);
+unsigned int rb_queue_slots_for(const struct ini_queue *q, uint8_t opcode, uint32_t length);
 
 /* 0; -EAGAIN (not enough free now, or others are waiting first);
  * -EIO (queue dead); -EINVAL (n is 0 or larger than the depth). */
-int rb_queue_slots_get(struct rb_queue *q, unsigned int n, struct rb_slot **out);
-void rb_queue_slots_put(struct rb_queue *q, unsigned int n, struct rb_slot **slots);
+int rb_queue_slots_get(struct ini_queue *q, unsigned int n, struct rb_slot **out);
+void rb_queue_slots_put(struct ini_queue *q, unsigned int n, struct rb_slot **slots);
 /* Call w->fn once n slots are free (FIFO), the queue dies, or timeout. */
-void rb_queue_slots_wait(struct rb_queue *q, struct rb_slot_waiter *w);
+void rb_queue_slots_wait(struct ini_queue *q, struct rb_slot_waiter *w);
 /* Withdraw a parked waiter (its callback will not run). */
-void rb_queue_slots_cancel(struct rb_queue *q, struct rb_slot_waiter *w);
+void rb_queue_slots_cancel(struct ini_queue *q, struct rb_slot_waiter *w);
 
 /* 0: io->done will run exactly once, later.  -EIO/-EINVAL: done will not
  * run; the slots are still the caller's. */
-int rb_queue_submit(struct rb_queue *q, struct rb_io *io);
+int rb_queue_submit(struct ini_queue *q, struct rb_io *io);
 
 #endif

@@ -316,7 +316,7 @@ static int open_cdev(struct ublk_dev *d)
 	return 0;
 }
 
-int ublk_dev_create(struct rb_session *s, int dev_id, struct ublk_dev **out)
+int ublk_dev_create(struct ini_session *s, int dev_id, struct ublk_dev **out)
 {
 	unsigned int nr = rb_session_nr_queues(s);
 	uint32_t depth = UINT32_MAX, buf_size = UINT32_MAX;
@@ -342,7 +342,7 @@ int ublk_dev_create(struct rb_session *s, int dev_id, struct ublk_dev **out)
 		goto out_free;
 	}
 	for (unsigned int i = 0; i < nr; i++) {
-		struct rb_queue *q = rb_session_queue(s, i);
+		struct ini_queue *q = rb_session_queue(s, i);
 
 		if (rb_queue_depth(q) < depth)
 			depth = rb_queue_depth(q);
@@ -553,7 +553,7 @@ void ublk_dev_free(struct ublk_dev *d)
 
 int ublk_serve(const struct rb_session_params *p, int dev_id, int sig_fd)
 {
-	struct rb_session *s = NULL;
+	struct ini_session *s = NULL;
 	struct ublk_dev *d = NULL;
 	int ret;
 

@@ -27,7 +27,7 @@ struct ublk_dev;
  * the export, open /dev/ublkcN, map the queues' descriptor
  * arrays.  Returns 0 or -errno (logged; nothing left behind).
  */
-int ublk_dev_create(struct rb_session *s, int dev_id, struct ublk_dev **out);
+int ublk_dev_create(struct ini_session *s, int dev_id, struct ublk_dev **out);
 /* Reactors running: FETCH every tag on its reactor, then START_DEV. */
 int ublk_dev_start(struct ublk_dev *d);
 /* "/dev/ublkbN". */

@@ -561,7 +561,7 @@ void ublk_queue_stop_task(struct rb_task *task)
 
 /* ---- setup (main thread) -------------------------------------------------------- */
 
-int ublk_queue_alloc(struct ublk_dev *d, unsigned int qid, struct rb_queue *q, uint32_t depth,
+int ublk_queue_alloc(struct ublk_dev *d, unsigned int qid, struct ini_queue *q, uint32_t depth,
 		     uint32_t buf_size, struct ublk_queue **out)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);

@@ -46,8 +46,8 @@ struct ublk_tag {
 
 struct ublk_queue {
 	struct ublk_dev *d;
-	struct rb_queue *q;
-	struct rb_reactor *r;
+	struct ini_queue *q;
+	struct ini_reactor *r;
 	uint16_t qid; /* ublk queue id (= rdmablk I/O queue index) */
 	uint32_t depth;
 	uint32_t buf_size;
@@ -79,7 +79,7 @@ struct ublk_queue {
 };
 
 struct ublk_dev {
-	struct rb_session *s;
+	struct ini_session *s;
 	const struct rb_export_info *info;
 	int ctrl_fd;
 	struct io_uring ctrl;
@@ -107,7 +107,7 @@ struct ublk_dev {
 
 /* ublk_io.c */
 /* Main thread: allocate and map the queue's descriptor array. */
-int ublk_queue_alloc(struct ublk_dev *d, unsigned int qid, struct rb_queue *q, uint32_t depth,
+int ublk_queue_alloc(struct ublk_dev *d, unsigned int qid, struct ini_queue *q, uint32_t depth,
 		     uint32_t buf_size, struct ublk_queue **out);
 /* Main thread, after the stop task ran: the mapping pins /dev/ublkcN. */
 void ublk_queue_unmap(struct ublk_queue *uq);

@@ -53,6 +53,27 @@ struct rb_target_conf {
 #define RB_UBLK_ID_MAX 1048575u
 #define RB_UBLK_ID_ANY UINT32_MAX
 
+/*
+ * Limits of the initiator's settings, shared by the config keys and the
+ * command-line flags of the same names.  Queues and depth stop where the
+ * target's max-io-queues and max-queue-depth do: more is never granted.
+ */
+#define RB_ATTACH_QUEUES_MAX 128u
+#define RB_ATTACH_DEPTH_MAX 1024u
+#define RB_ATTACH_TIMEOUT_MIN 100u
+#define RB_ATTACH_TIMEOUT_MAX 3600000u
+#define RB_ATTACH_CTRL_LOSS_MAX 3600000u
+#define RB_ATTACH_RC_DELAY_MIN 100u
+#define RB_ATTACH_RC_DELAY_MAX 600000u
+#define RB_ATTACH_NBD_CLIENTS_MAX 65536u
+/* Transport options: every daemon section and the initiator's flags. */
+#define RB_TOPT_POLL_US_MAX 1000000
+#define RB_TOPT_TOS_MAX 255
+#define RB_TOPT_ACK_TIMEOUT_MAX 31
+#define RB_TOPT_RETRY_MAX 7
+#define RB_TOPT_CONNECT_TIMEOUT_MIN 100
+#define RB_TOPT_CONNECT_TIMEOUT_MAX 600000
+
 /* One [attach NAME] section, equivalent to the initiator's flags. */
 struct rb_attach_conf {
 	char name[RB_EXPORT_NAME_MAX];

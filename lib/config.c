@@ -124,12 +124,13 @@ static void fail_value(struct parse_ctx *ctx, const char *key, const char *value
 /* The transport options every daemon section takes. */
 #define TOPTS(st)                                                                                  \
 	{ "busy-poll", K_BOOL_INT, offsetof(st, topts.busy_poll), 0, 0, 0, 0, NULL },              \
-	NUM(st, "poll-us", topts.poll_us, K_INT, 0, 1000000),                                      \
-	NUM(st, "tos", topts.tos, K_INT, 0, 255),                                                  \
-	NUM(st, "ack-timeout", topts.ack_timeout, K_INT, 0, 31),                                   \
-	NUM(st, "retry-count", topts.retry_count, K_INT, 0, 7),                                    \
-	NUM(st, "rnr-retry", topts.rnr_retry, K_INT, 0, 7),                                        \
-	NUM(st, "connect-timeout", topts.connect_timeout_ms, K_INT, 100, 600000)
+	NUM(st, "poll-us", topts.poll_us, K_INT, 0, RB_TOPT_POLL_US_MAX),                          \
+	NUM(st, "tos", topts.tos, K_INT, 0, RB_TOPT_TOS_MAX),                                      \
+	NUM(st, "ack-timeout", topts.ack_timeout, K_INT, 0, RB_TOPT_ACK_TIMEOUT_MAX),              \
+	NUM(st, "retry-count", topts.retry_count, K_INT, 0, RB_TOPT_RETRY_MAX),                    \
+	NUM(st, "rnr-retry", topts.rnr_retry, K_INT, 0, RB_TOPT_RETRY_MAX),                        \
+	NUM(st, "connect-timeout", topts.connect_timeout_ms, K_INT, RB_TOPT_CONNECT_TIMEOUT_MIN,   \
+	    RB_TOPT_CONNECT_TIMEOUT_MAX)
 
 static const struct key_desc target_keys[] = {
 	{ "listen", K_LISTEN, 0, 0, 0, 0, 0, NULL },
@@ -166,15 +167,19 @@ static const struct key_desc initiator_keys[] = {
 
 static const struct key_desc attach_keys[] = {
 	STR(struct rb_attach_conf, "uri", uri, rb_conf_check_uri),
-	NUM(struct rb_attach_conf, "queues", queues, K_U32, 1, 128),
-	NUM(struct rb_attach_conf, "queue-depth", queue_depth, K_U32, 1, 1024),
-	NUM(struct rb_attach_conf, "timeout", timeout_ms, K_U32, 100, 3600000),
-	NUM(struct rb_attach_conf, "ctrl-loss-tmo", ctrl_loss_tmo_ms, K_U32, 0, 3600000),
-	NUM(struct rb_attach_conf, "reconnect-delay", reconnect_delay_ms, K_U32, 100, 600000),
+	NUM(struct rb_attach_conf, "queues", queues, K_U32, 1, RB_ATTACH_QUEUES_MAX),
+	NUM(struct rb_attach_conf, "queue-depth", queue_depth, K_U32, 1, RB_ATTACH_DEPTH_MAX),
+	NUM(struct rb_attach_conf, "timeout", timeout_ms, K_U32, RB_ATTACH_TIMEOUT_MIN,
+	    RB_ATTACH_TIMEOUT_MAX),
+	NUM(struct rb_attach_conf, "ctrl-loss-tmo", ctrl_loss_tmo_ms, K_U32, 0,
+	    RB_ATTACH_CTRL_LOSS_MAX),
+	NUM(struct rb_attach_conf, "reconnect-delay", reconnect_delay_ms, K_U32,
+	    RB_ATTACH_RC_DELAY_MIN, RB_ATTACH_RC_DELAY_MAX),
 	STR(struct rb_attach_conf, "nbd-socket", nbd_socket, NULL),
 	STR(struct rb_attach_conf, "nbd-listen", nbd_listen, rb_conf_check_hostport),
 	STR(struct rb_attach_conf, "nbd-device", nbd_device, rb_conf_check_nbd_device),
-	NUM(struct rb_attach_conf, "nbd-max-clients", nbd_max_clients, K_U32, 1, 65536),
+	NUM(struct rb_attach_conf, "nbd-max-clients", nbd_max_clients, K_U32, 1,
+	    RB_ATTACH_NBD_CLIENTS_MAX),
 	BOOL(struct rb_attach_conf, "ublk", ublk),
 	NUM(struct rb_attach_conf, "ublk-id", ublk_id, K_U32, 0, RB_UBLK_ID_MAX),
 	{ .name = NULL },

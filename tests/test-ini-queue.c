@@ -218,7 +218,7 @@ static void answer_in_cq(uint16_t cid, uint16_t st)
 
 /* ---- what queue.c needs from the reactor and session -------------------- */
 
-void ini_reactor_poll(struct rb_reactor *r)
+void ini_reactor_poll(struct ini_reactor *r)
 {
 	(void)r;
 	cq_polls++;
@@ -231,7 +231,7 @@ static struct rb_task *deferred[16];
 static unsigned int ndeferred;
 static uint64_t now_ms = 1000;
 
-void rb_reactor_defer(struct rb_reactor *r, struct rb_task *t)
+void rb_reactor_defer(struct ini_reactor *r, struct rb_task *t)
 {
 	(void)r;
 	for (unsigned int i = 0; i < ndeferred; i++)
@@ -256,7 +256,7 @@ uint64_t rb_now_ms(void)
 	return now_ms;
 }
 
-int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
+int ini_reactor_set_cq(struct ini_reactor *r, const struct rb_transport_ops *ops,
 		       struct rb_domain *d, uint32_t depth)
 {
 	(void)ops;
@@ -266,7 +266,7 @@ int ini_reactor_set_cq(struct rb_reactor *r, const struct rb_transport_ops *ops,
 	return 0;
 }
 
-int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
+int ini_reactor_add_queue(struct ini_reactor *r, struct ini_reactor_queue *q)
 {
 	(void)r;
 	(void)q;
@@ -275,7 +275,7 @@ int ini_reactor_add_queue(struct rb_reactor *r, struct rb_queue *q)
 
 static unsigned int queue_deaths;
 
-void ini_session_queue_died(struct rb_session *s, struct rb_queue *q)
+void ini_session_queue_died(struct ini_session *s, struct ini_queue *q)
 {
 	(void)s;
 	(void)q;
@@ -285,7 +285,7 @@ void ini_session_queue_died(struct rb_session *s, struct rb_queue *q)
 /* ---- a frontend that keeps its slot, like a ublk tag ---------------------- */
 
 struct tag {
-	struct rb_queue *q;
+	struct ini_queue *q;
 	struct rb_io io;
 	struct rb_slot *slot;
 	unsigned int done, again; /* completions seen; resubmissions left */
@@ -317,10 +317,10 @@ static void tag_done(struct rb_io *io, int err)
 
 /* ---- tests -------------------------------------------------------------- */
 
-static struct rb_session sess;
-static struct rb_reactor reactor;
+static struct ini_session sess;
+static struct ini_reactor reactor;
 
-static int open_queue(struct rb_queue *q, uint32_t depth)
+static int open_queue(struct ini_queue *q, uint32_t depth)
 {
 	struct ini_queue_cfg cfg = { .qid = 1, .depth = depth, .buf_size = 65536,
 				     .incapsule = 8192, .handle = 1 };
@@ -335,7 +335,7 @@ static int open_queue(struct rb_queue *q, uint32_t depth)
 	return ini_queue_connect(q, &sess, &reactor, &cfg);
 }
 
-static void close_queue(struct rb_queue *q)
+static void close_queue(struct ini_queue *q)
 {
 	ini_queue_shutdown(q);
 	run_deferred();
@@ -348,7 +348,7 @@ static void close_queue(struct rb_queue *q)
 /* The answer arrives before the SEND's completion, many times in a row. */
 static void test_answer_overtakes_send(void)
 {
-	struct rb_queue q;
+	struct ini_queue q;
 	struct tag t = { .q = &q, .again = 20 };
 
 	is_int(open_queue(&q, 1), 0, "depth-1 queue connects");
@@ -378,7 +378,7 @@ static void test_answer_overtakes_send(void)
 }
 
 /* A depth-2 queue with one WRITE answered while its SEND is outstanding. */
-static void answered_write(struct rb_queue *q, struct tag *t)
+static void answered_write(struct ini_queue *q, struct tag *t)
 {
 	is_int(open_queue(q, 2), 0, "depth-2 queue connects");
 	is_int(rb_queue_slots_get(q, 1, &t->slot), 0, "the tag gets a slot");
@@ -390,7 +390,7 @@ static void answered_write(struct rb_queue *q, struct tag *t)
 /* Answer in, then the queue dies before the SEND completes: the answer holds. */
 static void test_answer_then_death(void)
 {
-	struct rb_queue q;
+	struct ini_queue q;
 	struct tag t = { .q = &q };
 
 	answered_write(&q, &t);
@@ -409,7 +409,7 @@ static void test_answer_then_death(void)
 /* Answer in, then the SEND is flushed before the reap runs: same answer. */
 static void test_answer_then_flush(void)
 {
-	struct rb_queue q;
+	struct ini_queue q;
 	struct tag t = { .q = &q };
 
 	answered_write(&q, &t);
@@ -426,7 +426,7 @@ static void test_answer_then_flush(void)
 /* A command times out, its answer comes late: the slot is reusable after. */
 static void test_late_answer(void)
 {
-	struct rb_queue q;
+	struct ini_queue q;
 	struct tag t = { .q = &q };
 	struct rb_slot *sl;
 	uint16_t cid;
@@ -453,7 +453,7 @@ static void test_late_answer(void)
 /* Answered, but the SEND never completes: the timeout ends the queue, not the wait. */
 static void test_send_never_completes(void)
 {
-	struct rb_queue q;
+	struct ini_queue q;
 	struct tag t = { .q = &q };
 
 	answered_write(&q, &t);
@@ -474,7 +474,7 @@ static void test_send_never_completes(void)
  * be re-issued by it, not fail with EIO; if the reconnect is given up, it
  * fails then.
  */
-static void submit_on_dead_queue(struct rb_queue *q, struct tag *t)
+static void submit_on_dead_queue(struct ini_queue *q, struct tag *t)
 {
 	is_int(open_queue(q, 2), 0, "depth-2 queue connects");
 	is_int(rb_queue_slots_get(q, 1, &t->slot), 0, "the tag gets a slot");
@@ -492,7 +492,7 @@ static void test_submit_while_recovering(void)
 {
 	struct ini_queue_cfg cfg = { .qid = 1, .depth = 2, .buf_size = 65536, .incapsule = 8192,
 				     .handle = 1 };
-	struct rb_queue q;
+	struct ini_queue q;
 	struct tag t = { .q = &q };
 	uint16_t cid;
 
@@ -532,7 +532,7 @@ static void test_submit_while_recovering(void)
  */
 static void test_answer_waiting_in_cq(void)
 {
-	struct rb_queue q;
+	struct ini_queue q;
 	struct tag a = { .q = &q }, b = { .q = &q };
 
 	is_int(open_queue(&q, 2), 0, "depth-2 queue connects");

@@ -7,7 +7,7 @@
  * any task but the one that fetched them, so the ublk submit must wait for
  * the owner.  Here a helper thread is the reactor's owner and the main
  * thread plays the recovery thread.  The reactor has no queues and no
- * session here, so the queue and session hooks it calls are no-ops.
+ * tick hook here: it links on its own (reactor.c calls nothing above it).
  */
 #include "config.h"
 
@@ -17,34 +17,8 @@
 #include <string.h>
 
 #include "checked.h"
-#include "initiator.h"
+#include "reactor.h"
 #include "tap.h"
-
-/* ---- what reactor.c calls beyond the reactor -------------------------------- */
-
-void ini_queue_tick(struct rb_queue *q, uint64_t now_ms)
-{
-	(void)q;
-	(void)now_ms;
-}
-
-bool ini_queue_waits_for_send(const struct rb_queue *q)
-{
-	(void)q;
-	return false;
-}
-
-bool ini_queue_release_transport(struct rb_queue *q)
-{
-	(void)q;
-	return true;
-}
-
-void ini_session_tick(struct rb_session *s, uint64_t now_ms)
-{
-	(void)s;
-	(void)now_ms;
-}
 
 /* ---- tasks that say where and in which order they ran ---------------------- */
 
@@ -66,7 +40,7 @@ static void probe_fn(struct rb_task *t)
 	strncat(order, p->name, sizeof(order) - strlen(order) - 1);
 }
 
-static struct rb_reactor R;
+static struct ini_reactor R;
 static sem_t owner_ready, owner_go, owner_done;
 static pthread_t owner;
 
@@ -85,15 +59,14 @@ static void *owner_main(void *arg)
 
 int main(void)
 {
-	struct rb_session s;
+	struct rb_transport_opts topts;
 	struct probe own = { .task = { .fn = probe_fn, .owner_only = true }, .name = "O" };
 	struct probe any = { .task = { .fn = probe_fn }, .name = "A" };
 	struct probe posted = { .task = { .fn = probe_fn, .owner_only = true }, .name = "P" };
 	pthread_t self = pthread_self();
 
-	memset(&s, 0, sizeof(s));
-	s.p.timeout_ms = 1000;
-	if (ini_reactor_init(&R, &s, 0)) {
+	memset(&topts, 0, sizeof(topts));
+	if (ini_reactor_init(&R, 0, &topts, 250)) {
 		ok(0, "ini_reactor_init");
 		return tap_done();
 	}
