@@ -242,4 +242,15 @@ extern const struct rb_transport_ops rb_rdma_transport;
 
 void rb_transport_opts_init(struct rb_transport_opts *o);
 
+/* For logs: what a completion status means. */
+const char *rb_wc_status_name(enum rb_wc_status st);
+
+/*
+ * Poll cq until it is empty, calling each completion's done(); the number
+ * handled, or the -errno of a failed poll (completions polled before it
+ * were handled).  A reactor that cannot poll its CQ strands every queue on
+ * it, so callers treat that as fatal, with their context.
+ */
+int rb_cq_drain(const struct rb_transport_ops *ops, struct rb_cq *cq);
+
 #endif

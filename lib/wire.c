@@ -76,6 +76,15 @@ const char *rb_reject_name(unsigned int reason)
 	return "unknown reason";
 }
 
+struct rb_cm_rej rb_cm_rej_make(enum rb_cm_reject_reason reason)
+{
+	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
+				 .version = rb_le16(RB_PROTO_VERSION),
+				 .reason = rb_le16((uint16_t)reason) };
+
+	return rej;
+}
+
 int rb_status_errno(unsigned int status)
 {
 	switch (status) {

@@ -220,6 +220,8 @@ const char *rb_opcode_name(unsigned int opcode);
 int rb_opcode_known(unsigned int opcode);
 const char *rb_status_name(unsigned int status);
 const char *rb_reject_name(unsigned int reason);
+/* The private data of a connection reject: our magic and version, reason. */
+struct rb_cm_rej rb_cm_rej_make(enum rb_cm_reject_reason reason);
 /* Map a status to a positive errno value for frontends (NBD, ublk). */
 int rb_status_errno(unsigned int status);
 /* Map a negative errno from the backend to a status. */
