@@ -25,20 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "transport_rdma_priv.h"
 
 #define IB_CM_REJ_CONSUMER_DEFINED 28
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static int timeout_ms(const struct rb_transport_opts *o)
 {
@@ -47,7 +39,7 @@ static int timeout_ms(const struct rb_transport_opts *o)
 
 static int left_ms(uint64_t deadline)
 {
-	uint64_t now = now_ms();
+	uint64_t now = rb_clock_ms();
 
 	return now >= deadline ? 0 : (int)(deadline - now);
 }
@@ -243,7 +235,7 @@ int rd_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts 
 	if (!c)
 		return -ENOMEM;
 	tmo = timeout_ms(&c->opts);
-	deadline = now_ms() + (uint64_t)tmo;
+	deadline = rb_clock_ms() + (uint64_t)tmo;
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", ep->host, ep->port);
 	c->own_ch = rdma_create_event_channel();
 	if (!c->own_ch) {
@@ -353,7 +345,7 @@ int rd_connect(struct rb_conn *rc, struct rb_cq *rcq, const struct rb_conn_caps 
 		return -EINVAL;
 	a = &c->dom->attr;
 	tmo = timeout_ms(&c->opts);
-	deadline = now_ms() + (uint64_t)tmo;
+	deadline = rb_clock_ms() + (uint64_t)tmo;
 	ret = rd_qp_setup(c, cq, caps);
 	if (ret)
 		goto out_fail;
@@ -427,10 +419,8 @@ void rd_conn_destroy(struct rb_conn *rc)
 	if (!c)
 		return;
 	rd_qp_teardown(c);
-	while ((w = c->early)) {
-		c->early = w->next;
+	while ((w = rb_fifo_pop(&c->early)))
 		free(w);
-	}
 	if (c->id)
 		rdma_destroy_id(c->id);
 	if (c->own_ch)

@@ -17,6 +17,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "fifo.h"
+#include "latch.h"
 #include "transport.h"
 
 /*
@@ -78,6 +80,8 @@ struct rd_swr {
 	struct ibv_sge sge[RB_MAX_SGE];
 };
 
+RB_FIFO_DECLARE(rd_swq, struct rd_swr);
+
 struct rd_qpmap {
 	uint32_t qpn;
 	struct rd_conn *conn; /* NULL: free slot */
@@ -89,8 +93,7 @@ struct rd_cq {
 	struct ibv_cq *cq;
 	struct rdma_event_channel *cm_ch; /* CM events of the conns attached here */
 	int epfd; /* cq_fd: comp channel, cm channel, eventfd */
-	int efd; /* readable while software completions wait */
-	bool efd_set;
+	struct rb_latch wake; /* readable while software completions wait */
 	bool armed; /* notification requested, its event not yet consumed */
 	uint32_t cm_skipped; /* wakeups since the CM channel was last read */
 	bool armed_sol; /* ... for solicited completions only */
@@ -104,7 +107,7 @@ struct rd_cq {
 	struct rd_conn *dirty; /* conns holding WRs */
 	int cqe; /* current CQ size */
 	uint32_t used; /* QP queue depths attached (sq + rq), must fit in cqe */
-	struct rd_swr *sw_head, *sw_tail;
+	struct rd_swq sw; /* software completions, in order */
 	struct rd_qpmap *map;
 	uint32_t map_cap, map_n;
 	struct rd_conn *last; /* qpn lookup cache */
@@ -146,8 +149,7 @@ struct rd_conn {
 	uint32_t npend, sq_size, sq_out;
 	bool dirty;
 	struct rd_conn *dirty_next;
-	struct rd_swr *early, *early_tail; /* receives posted before the QP exists */
-	unsigned int nearly;
+	struct rd_swq early; /* receives posted before the QP exists */
 	/* From the CONNECT_REQUEST, in our perspective (the CM swaps them):
 	 * READs we may issue, READs the peer will issue to us. */
 	uint8_t req_init_depth, req_resp_res;

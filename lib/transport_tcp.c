@@ -52,9 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -63,14 +61,6 @@
 #include "transport_tcp_priv.h"
 
 static uint32_t g_qpn;
-
-uint64_t tcp_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 uint32_t tcp_next_qpn(void)
 {
@@ -196,23 +186,18 @@ static struct tcp_cq *to_cq(struct rb_cq *cq)
 
 static void cq_signal(struct tcp_cq *cq)
 {
-	uint64_t one = 1;
+	int ret = rb_latch_set(&cq->wake);
 
-	if (cq->efd_armed)
-		return;
-	if (write(cq->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
-		cq->efd_armed = true;
-	else
-		rb_err("tcp: cq eventfd write: %s", strerror(errno));
+	if (ret)
+		rb_err("tcp: cq eventfd write: %s", strerror(-ret));
 }
 
 static void cq_unsignal(struct tcp_cq *cq)
 {
-	uint64_t v;
+	int ret = rb_latch_clear(&cq->wake);
 
-	if (cq->efd_armed && read(cq->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		rb_err("tcp: cq eventfd read: %s", strerror(errno));
-	cq->efd_armed = false;
+	if (ret)
+		rb_err("tcp: cq eventfd read: %s", strerror(-ret));
 }
 
 void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st)
@@ -255,12 +240,10 @@ static int tcp_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out
 		ret = -errno;
 		goto out_free;
 	}
-	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (cq->efd < 0) {
-		ret = -errno;
+	ret = rb_latch_open(&cq->wake);
+	if (ret)
 		goto out_close_ep;
-	}
-	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->efd, &ev) < 0) {
+	if (epoll_ctl(cq->epfd, EPOLL_CTL_ADD, cq->wake.fd, &ev) < 0) {
 		ret = -errno;
 		goto out_close_efd;
 	}
@@ -268,7 +251,7 @@ static int tcp_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out
 	return 0;
 
 out_close_efd:
-	close(cq->efd);
+	rb_latch_close(&cq->wake);
 out_close_ep:
 	close(cq->epfd);
 out_free:
@@ -286,7 +269,7 @@ static void tcp_cq_destroy(struct rb_cq *rcq)
 	if (cq->nconns || cq->done.n)
 		rb_warn("tcp: cq destroyed with %u connections, %u completions", cq->nconns,
 			cq->done.n);
-	close(cq->efd);
+	rb_latch_close(&cq->wake);
 	close(cq->epfd);
 	free(cq);
 }

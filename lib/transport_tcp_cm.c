@@ -23,17 +23,19 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "transport_tcp_priv.h"
 
 #define TCP_CONNECT_TIMEOUT_MS 10000
 
+RB_FIFO_DECLARE(tcp_conn_q, struct tcp_conn);
+
 struct tcp_listener {
 	int lfd, epfd, tfd;
 	struct tcp_domain *dom;
 	struct rb_transport_opts opts;
-	struct tcp_conn *half, *half_tail; /* sockets waiting for HELLO, oldest first */
-	unsigned int nhalf;
+	struct tcp_conn_q half; /* sockets waiting for HELLO, oldest first */
 	char name[80];
 };
 
@@ -223,19 +225,13 @@ static void half_free(struct tcp_conn *c)
 
 static void half_unlink(struct tcp_listener *l, struct tcp_conn *c)
 {
-	struct tcp_conn **pp;
+	struct tcp_conn *t, *prev = NULL;
 
-	for (pp = &l->half; *pp; pp = &(*pp)->lnext) {
-		if (*pp != c)
-			continue;
-		*pp = c->lnext;
-		if (l->half_tail == c) {
-			l->half_tail = NULL;
-			for (struct tcp_conn *t = l->half; t; t = t->lnext)
-				l->half_tail = t;
+	for (t = l->half.head; t; prev = t, t = t->next) {
+		if (t == c) {
+			rb_fifo_unlink(&l->half, prev, c);
+			break;
 		}
-		l->nhalf--;
-		break;
 	}
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 }
@@ -244,9 +240,9 @@ static void arm_timer(struct tcp_listener *l)
 {
 	struct itimerspec its = { 0 };
 
-	if (l->half) {
-		its.it_value.tv_sec = (time_t)(l->half->deadline_ns / 1000000000ull);
-		its.it_value.tv_nsec = (long)(l->half->deadline_ns % 1000000000ull);
+	if (l->half.head) {
+		its.it_value.tv_sec = (time_t)(l->half.head->deadline_ns / 1000000000ull);
+		its.it_value.tv_nsec = (long)(l->half.head->deadline_ns % 1000000000ull);
 	}
 	if (timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
 		rb_err("tcp: listener timer: %s", strerror(errno));
@@ -254,12 +250,12 @@ static void arm_timer(struct tcp_listener *l)
 
 static void expire(struct tcp_listener *l)
 {
-	uint64_t now = tcp_now_ns(), v;
+	uint64_t now = rb_clock_ns(), v;
 
 	if (read(l->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		rb_err("tcp: listener timer read: %s", strerror(errno));
-	while (l->half && l->half->deadline_ns <= now) {
-		struct tcp_conn *c = l->half;
+	while (l->half.head && l->half.head->deadline_ns <= now) {
+		struct tcp_conn *c = l->half.head;
 
 		rb_warn("tcp %s: no HELLO within %d ms, closing", c->peer, TCP_HELLO_TIMEOUT_MS);
 		half_unlink(l, c);
@@ -286,10 +282,10 @@ static int accept_one(struct tcp_listener *l)
 		rb_err("tcp: accept on %s: %s", l->name, strerror(-ret));
 		return ret;
 	}
-	if (l->nhalf >= TCP_MAX_HALF_OPEN) {
+	if (l->half.n >= TCP_MAX_HALF_OPEN) {
 		rb_warn("tcp %s: too many connections without HELLO, dropping oldest",
-			l->half->peer);
-		c = l->half;
+			l->half.head->peer);
+		c = l->half.head;
 		half_unlink(l, c);
 		half_free(c);
 	}
@@ -304,19 +300,15 @@ static int accept_one(struct tcp_listener *l)
 	}
 	c->fd = fd;
 	tcp_format_addr((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-	c->deadline_ns = tcp_now_ns() + TCP_HELLO_TIMEOUT_MS * 1000000ull;
+	c->deadline_ns = rb_clock_ns() + TCP_HELLO_TIMEOUT_MS * 1000000ull;
 	ev.data.ptr = c;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		ret = -errno;
 		half_free(c);
 		return ret;
 	}
-	if (l->half_tail)
-		l->half_tail->lnext = c;
-	else
-		l->half = c;
-	l->half_tail = c;
-	if (l->nhalf++ == 0)
+	rb_fifo_push(&l->half, c);
+	if (l->half.n == 1)
 		arm_timer(l);
 	return 0;
 out_close:
@@ -384,7 +376,7 @@ int tcp_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **
 		if (ret == -EAGAIN)
 			continue;
 		half_unlink(l, c);
-		if (!l->half)
+		if (!l->half.head)
 			arm_timer(l);
 		if (ret) {
 			if (ret == -EPROTO)
@@ -416,8 +408,8 @@ void tcp_listener_close(struct rb_listener *rl)
 
 	if (!l)
 		return;
-	while (l->half) {
-		struct tcp_conn *c = l->half;
+	while (l->half.head) {
+		struct tcp_conn *c = l->half.head;
 
 		half_unlink(l, c);
 		half_free(c);
@@ -528,7 +520,7 @@ int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
 	struct pollfd p = { .fd = fd, .events = events };
-	uint64_t now = tcp_now_ns();
+	uint64_t now = rb_clock_ns();
 	int n;
 
 	if (now >= deadline)
@@ -598,7 +590,7 @@ int tcp_connect(struct rb_conn *rc, struct rb_cq *cq, const struct rb_conn_caps 
 	socklen_t sl = sizeof(ss);
 	int tmo = c->opts.connect_timeout_ms > 0 ? c->opts.connect_timeout_ms
 						  : TCP_CONNECT_TIMEOUT_MS;
-	uint64_t deadline = tcp_now_ns() + (uint64_t)tmo * 1000000ull;
+	uint64_t deadline = rb_clock_ns() + (uint64_t)tmo * 1000000ull;
 	size_t cap = rpriv_len ? *rpriv_len : 0, len;
 	int ret = -EHOSTUNREACH;
 

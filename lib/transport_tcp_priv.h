@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "fifo.h"
+#include "latch.h"
 #include "transport.h"
 
 #define TCP_HDR_SIZE 32
@@ -95,10 +97,7 @@ struct tcp_wr {
 	struct iovec iov[RB_MAX_SGE];
 };
 
-struct tcp_q {
-	struct tcp_wr *head, *tail;
-	unsigned int n;
-};
+RB_FIFO_DECLARE(tcp_q, struct tcp_wr);
 
 struct tcp_chunk {
 	struct tcp_chunk *next;
@@ -119,8 +118,7 @@ struct tcp_domain {
 
 struct tcp_cq {
 	int epfd;
-	int efd; /* eventfd: readable while completions wait (see cq_arm) */
-	bool efd_armed;
+	struct rb_latch wake; /* readable while completions wait (see cq_arm) */
 	bool in_poll; /* inside cq_poll/cq_arm: completions need no wakeup */
 	bool batch; /* last cq_poll filled wc[]: caller polls again, defer writes */
 	bool corked; /* cq_cork: posts are held until uncork (one sendmsg per batch) */
@@ -205,7 +203,7 @@ struct tcp_conn {
 	struct tcp_chunk *chunks;
 
 	/* connection setup */
-	struct tcp_conn *lnext; /* listener's half-open list */
+	struct tcp_conn *next; /* listener's half-open list (rb_fifo) */
 	uint64_t deadline_ns;
 	size_t cm_got;
 	size_t cm_len;
@@ -216,27 +214,12 @@ extern const struct rb_transport_ops rb_tcp_transport;
 
 static inline void q_push(struct tcp_q *q, struct tcp_wr *w)
 {
-	w->next = NULL;
-	if (q->tail)
-		q->tail->next = w;
-	else
-		q->head = w;
-	q->tail = w;
-	q->n++;
+	rb_fifo_push(q, w);
 }
 
 static inline struct tcp_wr *q_pop(struct tcp_q *q)
 {
-	struct tcp_wr *w = q->head;
-
-	if (w) {
-		q->head = w->next;
-		if (!q->head)
-			q->tail = NULL;
-		q->n--;
-		w->next = NULL;
-	}
-	return w;
+	return rb_fifo_pop(q);
 }
 
 static inline struct tcp_wr *q_take_tag(struct tcp_q *q, uint64_t tag)
@@ -244,17 +227,10 @@ static inline struct tcp_wr *q_take_tag(struct tcp_q *q, uint64_t tag)
 	struct tcp_wr *w, *prev = NULL;
 
 	for (w = q->head; w; prev = w, w = w->next) {
-		if (w->tag != tag)
-			continue;
-		if (prev)
-			prev->next = w->next;
-		else
-			q->head = w->next;
-		if (q->tail == w)
-			q->tail = prev;
-		q->n--;
-		w->next = NULL;
-		return w;
+		if (w->tag == tag) {
+			rb_fifo_unlink(q, prev, w);
+			return w;
+		}
 	}
 	return NULL;
 }
@@ -286,7 +262,6 @@ void tcp_conn_free_pool(struct tcp_conn *c);
 void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
 void tcp_conn_kick(struct tcp_conn *c);
 uint32_t tcp_next_qpn(void);
-uint64_t tcp_now_ns(void);
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 void tcp_sock_opts(int fd, const struct rb_transport_opts *opts);
 
