@@ -242,6 +242,32 @@ static inline uint8_t rd_retry_val(int v, int def)
 	return (uint8_t)(v < 0 ? def : v > 7 ? 7 : v);
 }
 
+/*
+ * The parameters of rdma_connect and rdma_accept, built the same way for
+ * both: RDMA READ depths bounded by our caps (none without), the device
+ * and what the peer offered (the active side passes 255, no bound), the
+ * retry counts from opts, and priv framed into buf (RD_PRIV_BUF bytes).
+ */
+static inline struct rdma_conn_param rd_conn_param(const struct ibv_device_attr *a,
+						    const struct rb_transport_opts *o,
+						    const struct rb_conn_caps *caps, int peer_init_depth,
+						    int peer_resp_res, uint8_t *buf, const void *priv,
+						    size_t priv_len)
+{
+	struct rdma_conn_param p = { 0 };
+
+	p.initiator_depth = rd_min3_u8(caps ? (int)caps->max_rd_atomic : 0, a->max_qp_init_rd_atom,
+				       peer_init_depth);
+	p.responder_resources = rd_min3_u8(caps ? (int)caps->max_dest_rd_atomic : 0,
+					   a->max_qp_rd_atom, peer_resp_res);
+	p.retry_count = rd_retry_val(o->retry_count, RD_DEFAULT_RETRY);
+	p.rnr_retry_count = rd_retry_val(o->rnr_retry, RD_DEFAULT_RNR_RETRY);
+	p.flow_control = 1;
+	p.private_data = buf;
+	p.private_data_len = (uint8_t)rd_priv_frame(buf, priv, priv_len);
+	return p;
+}
+
 /* transport_rdma.c */
 int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out);
 void rd_dom_hold(struct rd_domain *d);
