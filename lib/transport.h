@@ -29,7 +29,7 @@
 
 #define RB_MAX_SGE 4
 
-/* Access flags for rb_reg_mr(), like IBV_ACCESS_*. */
+/* Access flags for ops->reg_mr, like IBV_ACCESS_*. */
 #define RB_ACCESS_LOCAL 0x0u
 #define RB_ACCESS_REMOTE_READ 0x1u /* peer may RDMA READ from it */
 #define RB_ACCESS_REMOTE_WRITE 0x2u /* peer may RDMA WRITE into it */

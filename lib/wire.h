@@ -199,7 +199,8 @@ _Static_assert(sizeof(struct rb_connect_rsp) == 64, "connect rsp is 64 bytes");
 #define RB_CONNECT_RSP_OFFSET 512
 #define RB_CONNECT_BUF_SIZE (RB_CONNECT_RSP_OFFSET + 64)
 
-/* LIST_EXPORTS: target RDMA-WRITEs an array of these; result = count. */
+/* LIST_EXPORTS: the target RDMA-WRITEs an array of these; result is
+ * (visible count << 32) | entries written (docs/protocol.md). */
 struct rb_export_entry {
 	uint64_t size;
 	uint32_t block_size;
