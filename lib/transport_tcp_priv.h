@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals of the software "tcp" transport, shared by transport_tcp.c
- * (domain, CQ, data path) and transport_tcp_cm.c (listen/connect).
- * The wire framing is described at the top of transport_tcp.c.
+ * Internals of the software "tcp" transport, shared by its files (listed
+ * at the top of transport_tcp.c, which also describes the framing).
  */
 #ifndef RB_TRANSPORT_TCP_PRIV_H
 #define RB_TRANSPORT_TCP_PRIV_H
@@ -254,16 +253,25 @@ bool tcp_sges_ok(struct tcp_domain *d, const struct rb_sge *sg, int nsge, uint64
 enum rkey_res tcp_rkey_check(struct tcp_domain *d, uint32_t rkey, unsigned int need,
 			     uint64_t addr, uint64_t len);
 
-/* transport_tcp.c: pool, cq */
+/* transport_tcp.c: work request pool, helpers, the ops table */
 struct tcp_wr *tcp_wr_get(struct tcp_conn *c);
 void tcp_wr_put(struct tcp_conn *c, struct tcp_wr *w);
 int tcp_pool_grow(struct tcp_conn *c, unsigned int n);
 void tcp_conn_free_pool(struct tcp_conn *c);
-void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
-void tcp_conn_kick(struct tcp_conn *c);
 uint32_t tcp_next_qpn(void);
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 void tcp_sock_opts(int fd, const struct rb_transport_opts *opts);
+
+/* transport_tcp_cq.c: completion queue */
+void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
+void tcp_conn_kick(struct tcp_conn *c);
+int tcp_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out);
+void tcp_cq_destroy(struct rb_cq *cq);
+int tcp_cq_fd(struct rb_cq *cq);
+int tcp_cq_poll(struct rb_cq *cq, struct rb_wc *wc, int n);
+int tcp_cq_arm(struct rb_cq *cq);
+void tcp_cq_cork(struct rb_cq *cq, bool on);
+int tcp_cq_prepare_wait(struct rb_cq *cq, bool quiet);
 
 /* transport_tcp_io.c: data path, send side */
 int tcp_conn_attach(struct tcp_conn *c, struct tcp_cq *cq, const struct rb_conn_caps *caps);
@@ -289,7 +297,18 @@ void tcp_conn_service(struct tcp_conn *c);
 void tcp_cq_release_acks(struct tcp_cq *cq);
 void tcp_cq_request_acks(struct tcp_cq *cq);
 
-/* transport_tcp_cm.c */
+/* transport_tcp_cm.c: both sides' helpers, active side, destroy */
+int tcp_gai_errno(int rc);
+void tcp_hdr_cm(struct tcp_hdr *h, uint8_t type, size_t len);
+struct tcp_conn *tcp_conn_alloc(struct tcp_domain *d, const struct rb_transport_opts *opts,
+			       enum tcp_state st);
+int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+		    struct rb_conn **out);
+int tcp_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+		const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
+void tcp_conn_destroy(struct rb_conn *c);
+
+/* transport_tcp_listen.c: passive side */
 int tcp_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
 	       struct rb_listener **out);
 void tcp_listener_close(struct rb_listener *l);
@@ -299,10 +318,5 @@ int tcp_listener_get(struct rb_listener *l, struct rb_conn **out, const void **p
 int tcp_accept(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
 	       const void *priv, size_t priv_len);
 int tcp_reject(struct rb_conn *c, const void *priv, size_t priv_len);
-int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
-		    struct rb_conn **out);
-int tcp_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
-		const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
-void tcp_conn_destroy(struct rb_conn *c);
 
 #endif
