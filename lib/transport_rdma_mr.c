@@ -1,21 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * "rdma" transport: RC queue pairs over librdmacm + libibverbs.
- *   transport_rdma.c     domains (one PD per device), memory regions, the ops table
- *   transport_rdma_cq.c  the completion queue, its single pollable fd, completions
- *   transport_rdma_io.c  queue pair setup and the data path
- *   transport_rdma_cm.c  connect, teardown, CM events on the CQ's channel
- *   transport_rdma_listen.c  listen, accept, reject
+ * "rdma" transport: domains (one PD per device, shared and refcounted)
+ * and memory regions.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <arpa/inet.h>
 
 #include "checked.h"
 #include "log.h"
@@ -23,34 +17,6 @@
 
 static pthread_mutex_t rd_dom_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rd_domain *rd_domains;
-
-void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-	char host[INET6_ADDRSTRLEN];
-
-	if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-
-		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
-	} else if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-
-		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
-	} else {
-		snprintf(buf, len, "?");
-	}
-}
-
-int rd_set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-		return -errno;
-	return 0;
-}
 
 /* ---- domains ---------------------------------------------------------------- */
 
@@ -203,7 +169,7 @@ void rd_dom_lose(struct rd_domain *d, const char *how)
 }
 
 /* transport op: a rescan, and domains whose device it did not list are lost. */
-static void rd_rescan(void)
+void rd_rescan(void)
 {
 	struct ibv_context **list;
 	struct rd_domain *d;
@@ -227,13 +193,13 @@ static void rd_rescan(void)
 	rdma_free_devices(list);
 }
 
-static bool rd_domain_lost(struct rb_domain *d)
+bool rd_domain_lost(struct rb_domain *d)
 {
 	return __atomic_load_n(&((struct rd_domain *)d)->lost, __ATOMIC_ACQUIRE);
 }
 
 /* No device named: the first one librdmacm knows. */
-static int rd_domain_open(const struct rb_transport_opts *opts, struct rb_domain **out)
+int rd_domain_open(const struct rb_transport_opts *opts, struct rb_domain **out)
 {
 	struct ibv_context **list;
 	int n = 0, ret;
@@ -251,7 +217,7 @@ static int rd_domain_open(const struct rb_transport_opts *opts, struct rb_domain
 	return ret;
 }
 
-static void rd_domain_close(struct rb_domain *d)
+void rd_domain_close(struct rb_domain *d)
 {
 	rd_dom_put((struct rd_domain *)d);
 }
@@ -276,8 +242,8 @@ static void memlock_hint(const struct rd_domain *d, size_t len, int err)
 	       d->name, len, strerror(err), cur);
 }
 
-static int rd_reg_mr(struct rb_domain *rd, void *addr, size_t len, unsigned int access,
-		     struct rb_mr **out)
+int rd_reg_mr(struct rb_domain *rd, void *addr, size_t len, unsigned int access,
+	      struct rb_mr **out)
 {
 	struct rd_domain *d = (struct rd_domain *)rd;
 	int flags = IBV_ACCESS_LOCAL_WRITE, ret;
@@ -318,7 +284,7 @@ static int rd_reg_mr(struct rb_domain *rd, void *addr, size_t len, unsigned int 
 	return 0;
 }
 
-static void rd_dereg_mr(struct rb_mr *pub)
+void rd_dereg_mr(struct rb_mr *pub)
 {
 	struct rd_mr *m = (struct rd_mr *)pub;
 	struct rd_domain *d;
@@ -333,62 +299,3 @@ static void rd_dereg_mr(struct rb_mr *pub)
 	free(m);
 	rd_dom_put(d);
 }
-
-const char *rd_op_name(unsigned int op)
-{
-	static const char *const names[] = { "send", "receive", "RDMA READ", "RDMA WRITE" };
-
-	return op < RB_ARRAY_SIZE(names) ? names[op] : "?";
-}
-
-/* ---- small accessors ------------------------------------------------------------ */
-
-static struct rb_domain *rd_conn_domain(struct rb_conn *c)
-{
-	return (struct rb_domain *)to_rconn(c)->dom;
-}
-
-static void rd_conn_peer(struct rb_conn *c, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s", to_rconn(c)->peer);
-}
-
-static uint32_t rd_conn_qpn(struct rb_conn *c)
-{
-	return to_rconn(c)->qpn;
-}
-
-const struct rb_transport_ops rb_rdma_transport = {
-	.name = "rdma",
-	.domain_open = rd_domain_open,
-	.domain_close = rd_domain_close,
-	.reg_mr = rd_reg_mr,
-	.dereg_mr = rd_dereg_mr,
-	.cq_create = rd_cq_create,
-	.cq_destroy = rd_cq_destroy,
-	.cq_fd = rd_cq_fd,
-	.cq_arm = rd_cq_arm,
-	.cq_cork = rd_cq_cork,
-	.cq_prepare_wait = rd_cq_prepare_wait,
-	.cq_poll = rd_cq_poll,
-	.listen = rd_listen,
-	.listener_close = rd_listener_close,
-	.listener_fd = rd_listener_fd,
-	.listener_get = rd_listener_get,
-	.conn_domain = rd_conn_domain,
-	.accept = rd_accept,
-	.reject = rd_reject,
-	.conn_create = rd_conn_create,
-	.connect = rd_connect,
-	.disconnect = rd_disconnect,
-	.conn_destroy = rd_conn_destroy,
-	.post_recv = rd_post_recv,
-	.post_send = rd_post_send,
-	.post_read = rd_post_read,
-	.post_write = rd_post_write,
-	.conn_peer = rd_conn_peer,
-	.conn_qpn = rd_conn_qpn,
-	.domain_lost = rd_domain_lost,
-	.rescan = rd_rescan,
-};
-

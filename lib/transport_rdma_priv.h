@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals of the "rdma" transport (librdmacm + libibverbs), shared by
- * transport_rdma.c (domains, memory), transport_rdma_cq.c (completion
- * queue), transport_rdma_io.c (QP, data path), transport_rdma_cm.c
- * (active side, teardown, CM events) and transport_rdma_listen.c (passive
- * side: listeners, accept, reject).
+ * its files (listed at the top of transport_rdma.c).
  */
 #ifndef RB_TRANSPORT_RDMA_PRIV_H
 #define RB_TRANSPORT_RDMA_PRIV_H
@@ -268,14 +265,23 @@ static inline struct rdma_conn_param rd_conn_param(const struct ibv_device_attr 
 	return p;
 }
 
-/* transport_rdma.c */
+/* transport_rdma.c: helpers, the ops table */
+void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+int rd_set_nonblock(int fd);
+const char *rd_op_name(unsigned int op);
+
+/* transport_rdma_mr.c: domains, memory regions */
 int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out);
 void rd_dom_hold(struct rd_domain *d);
 void rd_dom_put(struct rd_domain *d);
 void rd_dom_lose(struct rd_domain *d, const char *how);
-void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len);
-int rd_set_nonblock(int fd);
-const char *rd_op_name(unsigned int op);
+int rd_domain_open(const struct rb_transport_opts *opts, struct rb_domain **out);
+void rd_domain_close(struct rb_domain *d);
+bool rd_domain_lost(struct rb_domain *d);
+void rd_rescan(void);
+int rd_reg_mr(struct rb_domain *d, void *addr, size_t len, unsigned int access,
+	      struct rb_mr **out);
+void rd_dereg_mr(struct rb_mr *mr);
 
 /* transport_rdma_cq.c */
 int rd_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out);
