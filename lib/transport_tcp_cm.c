@@ -59,10 +59,11 @@ struct tcp_conn *tcp_conn_alloc(struct tcp_domain *d, const struct rb_transport_
 	c->fd = -1;
 	c->state = st;
 	c->dom = d;
+	/* No opts: the same defaults as rdma (and as a config without them). */
 	if (opts)
 		c->opts = *opts;
 	else
-		c->opts.tos = -1;
+		rb_transport_opts_init(&c->opts);
 	c->qpn = tcp_next_qpn();
 	return c;
 }

@@ -123,7 +123,7 @@ int tcp_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opt
 	if (opts)
 		l->opts = *opts;
 	else
-		l->opts.tos = -1;
+		rb_transport_opts_init(&l->opts);
 	ret = tcp_dom_get(opts, &l->dom);
 	if (ret)
 		goto out_free;
