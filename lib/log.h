@@ -16,8 +16,6 @@ int rb_log_parse_level(const char *s, enum rb_log_level *out);
 const char *rb_log_level_name(enum rb_log_level level);
 
 void rb_log(enum rb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void rb_vlog(enum rb_log_level level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
 
 /* A broken invariant the process cannot go on from: log why, then abort()
  * (a core for the bug; systemd restarts the unit) rather than hang. */

@@ -9,7 +9,7 @@
 #include "checked.h"
 #include "wire.h"
 
-int rb_opcode_known(unsigned int opcode)
+static int rb_opcode_known(unsigned int opcode)
 {
 	return strcmp(rb_opcode_name(opcode), "UNKNOWN") != 0;
 }

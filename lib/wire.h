@@ -218,7 +218,6 @@ _Static_assert(sizeof(struct rb_export_entry) == 272, "export entry is 272 bytes
 #define rb_from_le64(x) le64toh(x)
 
 const char *rb_opcode_name(unsigned int opcode);
-int rb_opcode_known(unsigned int opcode);
 const char *rb_status_name(unsigned int status);
 const char *rb_reject_name(unsigned int reason);
 /* The private data of a connection reject: our magic and version, reason. */
