@@ -59,7 +59,8 @@ int rb_log_parse_level(const char *s, enum rb_log_level *out)
 	return -EINVAL;
 }
 
-void rb_vlog(enum rb_log_level level, const char *fmt, va_list ap)
+static __attribute__((format(printf, 2, 0))) void rb_vlog(enum rb_log_level level,
+							   const char *fmt, va_list ap)
 {
 	char line[1024];
 	int n, m;

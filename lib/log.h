@@ -26,8 +26,6 @@ const char *rb_log_escape(char *buf, size_t cap, const char *s, size_t maxlen);
 #define RB_LOG_ESCAPE_MAX (4 * 256 + 4)
 
 void rb_log(enum rb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void rb_vlog(enum rb_log_level level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
 
 /* A broken invariant the process cannot go on from: log why, then abort()
  * (a core for the bug; systemd restarts the unit) rather than hang. */

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <sched.h>
 
+#include "clock.h"
 #include "transport.h"
 
 #define RB_SPIN_BATCH 2
@@ -39,12 +40,10 @@ struct rb_spin {
 	uint64_t since_ns;  /* start of the current polling streak */
 };
 
+/* Old name of rb_clock_ns: goes once initiator/ublk_io.c uses that. */
 static inline uint64_t rb_spin_clock_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return rb_clock_ns();
 }
 
 static inline void rb_spin_init(struct rb_spin *s, const struct rb_transport_opts *o)
@@ -60,7 +59,7 @@ static inline void rb_spin_init(struct rb_spin *s, const struct rb_transport_opt
 /* True when the next wait should be a non-blocking poll. */
 static inline bool rb_spin_polling(const struct rb_spin *s)
 {
-	return s->always || (s->until_ns && rb_spin_clock_ns() < s->until_ns);
+	return s->always || (s->until_ns && rb_clock_ns() < s->until_ns);
 }
 
 /* The reactor's wait: poll (true) or sleep; remembered for rb_spin_note. */
@@ -83,7 +82,7 @@ static inline void rb_spin_note(struct rb_spin *s, bool worked, unsigned int arr
 			sched_yield(); /* an idle spin gives the CPU to whoever is runnable */
 		return;
 	}
-	now = rb_spin_clock_ns();
+	now = rb_clock_ns();
 	if (arrivals > RB_SPIN_BATCH) {
 		s->small = 0; /* a batch, even while polling: depth */
 	} else if (!s->polled) {

@@ -92,6 +92,40 @@ const char *rb_transport_names(void)
 #endif
 }
 
+const char *rb_wc_status_name(enum rb_wc_status st)
+{
+	switch (st) {
+	case RB_WC_SUCCESS: return "success";
+	case RB_WC_FLUSH_ERR: return "connection closed (flushed)";
+	case RB_WC_LOC_LEN_ERR: return "message longer than the posted receive";
+	case RB_WC_REM_ACCESS_ERR: return "remote access error";
+	case RB_WC_REM_OP_ERR: return "remote operation error";
+	case RB_WC_RETRY_EXC_ERR: return "peer unreachable (retries exceeded)";
+	case RB_WC_RNR_RETRY_EXC_ERR: return "peer had no receive posted (RNR retries exceeded)";
+	case RB_WC_GENERAL_ERR: return "general error";
+	}
+	return "unknown completion status";
+}
+
+/* What one cq_poll asks for; a full batch means there may be more. */
+#define DRAIN_BATCH 32
+
+int rb_cq_drain(const struct rb_transport_ops *ops, struct rb_cq *cq)
+{
+	struct rb_wc wc[DRAIN_BATCH];
+	int n, total = 0;
+
+	do {
+		n = ops->cq_poll(cq, wc, DRAIN_BATCH);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++)
+			wc[i].cqe->done(cq, &wc[i]);
+		total += n;
+	} while (n == DRAIN_BATCH);
+	return total;
+}
+
 void rb_transport_opts_init(struct rb_transport_opts *o)
 {
 	memset(o, 0, sizeof(*o));

@@ -29,7 +29,7 @@
 
 #define RB_MAX_SGE 4
 
-/* Access flags for rb_reg_mr(), like IBV_ACCESS_*. */
+/* Access flags for ops->reg_mr, like IBV_ACCESS_*. */
 #define RB_ACCESS_LOCAL 0x0u
 #define RB_ACCESS_REMOTE_READ 0x1u /* peer may RDMA READ from it */
 #define RB_ACCESS_REMOTE_WRITE 0x2u /* peer may RDMA WRITE into it */
@@ -241,5 +241,16 @@ extern const struct rb_transport_ops rb_rdma_transport;
 #endif
 
 void rb_transport_opts_init(struct rb_transport_opts *o);
+
+/* For logs: what a completion status means. */
+const char *rb_wc_status_name(enum rb_wc_status st);
+
+/*
+ * Poll cq until it is empty, calling each completion's done(); the number
+ * handled, or the -errno of a failed poll (completions polled before it
+ * were handled).  A reactor that cannot poll its CQ strands every queue on
+ * it, so callers treat that as fatal, with their context.
+ */
+int rb_cq_drain(const struct rb_transport_ops *ops, struct rb_cq *cq);
 
 #endif

@@ -25,20 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "transport_rdma_priv.h"
 
 #define IB_CM_REJ_CONSUMER_DEFINED 28
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static int timeout_ms(const struct rb_transport_opts *o)
 {
@@ -47,7 +39,7 @@ static int timeout_ms(const struct rb_transport_opts *o)
 
 static int left_ms(uint64_t deadline)
 {
-	uint64_t now = now_ms();
+	uint64_t now = rb_clock_ms();
 
 	return now >= deadline ? 0 : (int)(deadline - now);
 }
@@ -243,7 +235,7 @@ int rd_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts 
 	if (!c)
 		return -ENOMEM;
 	tmo = timeout_ms(&c->opts);
-	deadline = now_ms() + (uint64_t)tmo;
+	deadline = rb_clock_ms() + (uint64_t)tmo;
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", ep->host, ep->port);
 	c->own_ch = rdma_create_event_channel();
 	if (!c->own_ch) {
@@ -339,8 +331,7 @@ int rd_connect(struct rb_conn *rc, struct rb_cq *rcq, const struct rb_conn_caps 
 {
 	struct rd_conn *c = to_rconn(rc);
 	struct rd_cq *cq = (struct rd_cq *)rcq;
-	const struct ibv_device_attr *a;
-	struct rdma_conn_param p = { 0 };
+	struct rdma_conn_param p;
 	uint8_t buf[RD_PRIV_BUF];
 	size_t cap = rpriv_len ? *rpriv_len : 0;
 	int tmo, ret;
@@ -351,23 +342,14 @@ int rd_connect(struct rb_conn *rc, struct rb_cq *rcq, const struct rb_conn_caps 
 	if (!c || c->state != RD_RESOLVED || !cq || priv_len > RD_PRIV_CONNECT_MAX ||
 	    (priv_len && !priv))
 		return -EINVAL;
-	a = &c->dom->attr;
 	tmo = timeout_ms(&c->opts);
-	deadline = now_ms() + (uint64_t)tmo;
+	deadline = rb_clock_ms() + (uint64_t)tmo;
 	ret = rd_qp_setup(c, cq, caps);
 	if (ret)
 		goto out_fail;
 	rd_set_u8_option(c->id, RDMA_OPTION_ID_ACK_TIMEOUT, c->opts.ack_timeout, "ack timeout",
 		      c->peer);
-	p.initiator_depth = rd_min3_u8(caps ? (int)caps->max_rd_atomic : 0, a->max_qp_init_rd_atom,
-				    255);
-	p.responder_resources = rd_min3_u8(caps ? (int)caps->max_dest_rd_atomic : 0,
-					a->max_qp_rd_atom, 255);
-	p.retry_count = rd_retry_val(c->opts.retry_count, RD_DEFAULT_RETRY);
-	p.rnr_retry_count = rd_retry_val(c->opts.rnr_retry, RD_DEFAULT_RNR_RETRY);
-	p.flow_control = 1;
-	p.private_data = buf;
-	p.private_data_len = (uint8_t)rd_priv_frame(buf, priv, priv_len);
+	p = rd_conn_param(&c->dom->attr, &c->opts, caps, 255, 255, buf, priv, priv_len);
 	if (rdma_connect(c->id, &p)) {
 		ret = -errno;
 		rb_err("rdma %s: connect: %s", c->peer, strerror(-ret));
@@ -427,10 +409,8 @@ void rd_conn_destroy(struct rb_conn *rc)
 	if (!c)
 		return;
 	rd_qp_teardown(c);
-	while ((w = c->early)) {
-		c->early = w->next;
+	while ((w = rb_fifo_pop(&c->early)))
 		free(w);
-	}
 	if (c->id)
 		rdma_destroy_id(c->id);
 	if (c->own_ch)

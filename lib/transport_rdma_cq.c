@@ -45,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -151,33 +150,23 @@ static void read_gone(struct rd_cq *cq)
 
 static void efd_signal(struct rd_cq *cq)
 {
-	uint64_t one = 1;
+	int ret = rb_latch_set(&cq->wake);
 
-	if (cq->efd_set)
-		return;
-	if (write(cq->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
-		cq->efd_set = true;
-	else
-		rb_err("rdma: cq eventfd write: %s", strerror(errno));
+	if (ret)
+		rb_err("rdma: cq eventfd write: %s", strerror(-ret));
 }
 
 static void efd_clear(struct rd_cq *cq)
 {
-	uint64_t v;
+	int ret = rb_latch_clear(&cq->wake);
 
-	if (cq->efd_set && read(cq->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		rb_err("rdma: cq eventfd read: %s", strerror(errno));
-	cq->efd_set = false;
+	if (ret)
+		rb_err("rdma: cq eventfd read: %s", strerror(-ret));
 }
 
 void rd_sw_complete(struct rd_cq *cq, struct rd_swr *w)
 {
-	w->next = NULL;
-	if (cq->sw_tail)
-		cq->sw_tail->next = w;
-	else
-		cq->sw_head = w;
-	cq->sw_tail = w;
+	rb_fifo_push(&cq->sw, w);
 	efd_signal(cq);
 }
 
@@ -186,20 +175,16 @@ void rd_flush_early(struct rd_conn *c)
 {
 	struct rd_swr *w;
 
-	if (!c->early)
+	if (rb_fifo_empty(&c->early))
 		return;
 	if (!c->cq) {
 		rb_warn("rdma %s: %u receives posted before accept cannot complete: no "
 			"completion queue was given",
-			c->peer, c->nearly);
+			c->peer, c->early.n);
 		return;
 	}
-	while ((w = c->early)) {
-		c->early = w->next;
+	while ((w = rb_fifo_pop(&c->early)))
 		rd_sw_complete(c->cq, w);
-	}
-	c->early_tail = NULL;
-	c->nearly = 0;
 }
 
 /* A request whose accept failed: its receives go without completions. */
@@ -207,32 +192,27 @@ void rd_drop_early(struct rd_conn *c)
 {
 	struct rd_swr *w;
 
-	while ((w = c->early)) {
-		c->early = w->next;
+	while ((w = rb_fifo_pop(&c->early)))
 		free(w);
-	}
-	c->early_tail = NULL;
-	c->nearly = 0;
 }
 
 void rd_sw_purge(struct rd_cq *cq, struct rd_conn *c)
 {
-	struct rd_swr **pp = &cq->sw_head, *w;
+	struct rd_swr *w, *prev = NULL, *next;
 	unsigned int n = 0;
 	int k = 0;
 
-	cq->sw_tail = NULL;
-	while ((w = *pp)) {
-		if (w->conn == c) {
-			if (w->opcode == RB_WC_READ)
-				read_gone(cq);
-			*pp = w->next;
-			free(w);
-			n++;
+	for (w = cq->sw.head; w; w = next) {
+		next = w->next;
+		if (w->conn != c) {
+			prev = w;
 			continue;
 		}
-		cq->sw_tail = w;
-		pp = &w->next;
+		if (w->opcode == RB_WC_READ)
+			read_gone(cq);
+		rb_fifo_unlink(&cq->sw, prev, w);
+		free(w);
+		n++;
 	}
 	/* Stashed hardware completions of this QP: its number may be reused. */
 	for (int i = cq->stash_at; i < cq->nstash; i++) {
@@ -247,7 +227,7 @@ void rd_sw_purge(struct rd_cq *cq, struct rd_conn *c)
 	cq->nstash = cq->stash_at + k;
 	if (n)
 		rb_warn("rdma %s: destroyed with %u completions not polled", c->peer, n);
-	if (!cq->sw_head)
+	if (rb_fifo_empty(&cq->sw))
 		efd_clear(cq);
 }
 
@@ -278,7 +258,7 @@ int rd_cq_create(struct rb_domain *rd, uint32_t depth, struct rb_cq **out)
 	if (!cq)
 		return -ENOMEM;
 	cq->dom = d;
-	cq->epfd = cq->efd = -1;
+	cq->epfd = cq->wake.fd = -1;
 	cq->ch = ibv_create_comp_channel(d->verbs);
 	if (!cq->ch) {
 		ret = errno ? -errno : -ENOMEM;
@@ -304,9 +284,11 @@ int rd_cq_create(struct rb_domain *rd, uint32_t depth, struct rb_cq **out)
 		ret = rd_set_nonblock(cq->cm_ch->fd);
 	if (ret)
 		goto out_errno;
-	cq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ret = rb_latch_open(&cq->wake);
+	if (ret)
+		goto out_errno;
 	cq->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (cq->efd < 0 || cq->epfd < 0) {
+	if (cq->epfd < 0) {
 		ret = -errno;
 		goto out_errno;
 	}
@@ -314,7 +296,7 @@ int rd_cq_create(struct rb_domain *rd, uint32_t depth, struct rb_cq **out)
 	if (!ret)
 		ret = epoll_add(cq->epfd, cq->cm_ch->fd);
 	if (!ret)
-		ret = epoll_add(cq->epfd, cq->efd);
+		ret = epoll_add(cq->epfd, cq->wake.fd);
 	if (ret)
 		goto out_errno;
 	rd_dom_hold(d);
@@ -325,8 +307,7 @@ out_errno:
 	rb_err("rdma %s: completion queue setup: %s", d->name, strerror(-ret));
 	if (cq->epfd >= 0)
 		close(cq->epfd);
-	if (cq->efd >= 0)
-		close(cq->efd);
+	rb_latch_close(&cq->wake);
 	rdma_destroy_event_channel(cq->cm_ch);
 out_destroy_cq:
 	ibv_destroy_cq(cq->cq);
@@ -345,15 +326,13 @@ void rd_cq_destroy(struct rb_cq *rcq)
 
 	if (!cq)
 		return;
-	if (cq->map_n || cq->sw_head)
+	if (cq->map_n || cq->sw.n)
 		rb_warn("rdma %s: completion queue destroyed with %u connections attached%s",
-			cq->dom->name, cq->map_n, cq->sw_head ? " and completions not polled" : "");
-	while ((w = cq->sw_head)) {
-		cq->sw_head = w->next;
+			cq->dom->name, cq->map_n, cq->sw.n ? " and completions not polled" : "");
+	while ((w = rb_fifo_pop(&cq->sw)))
 		free(w);
-	}
 	close(cq->epfd);
-	close(cq->efd);
+	rb_latch_close(&cq->wake);
 	rdma_destroy_event_channel(cq->cm_ch);
 	ret = ibv_destroy_cq(cq->cq);
 	if (ret)
@@ -547,12 +526,9 @@ int rd_cq_poll(struct rb_cq *rcq, struct rb_wc *wc, int n)
 		if (k < want)
 			break;
 	}
-	while (got < n && cq->sw_head) {
-		struct rd_swr *w = cq->sw_head;
+	while (got < n && cq->sw.head) {
+		struct rd_swr *w = rb_fifo_pop(&cq->sw);
 
-		cq->sw_head = w->next;
-		if (!cq->sw_head)
-			cq->sw_tail = NULL;
 		if (w->opcode == RB_WC_READ)
 			read_gone(cq);
 		wc[got++] = (struct rb_wc){ .cqe = w->cqe,
@@ -561,7 +537,7 @@ int rd_cq_poll(struct rb_cq *rcq, struct rb_wc *wc, int n)
 					    .status = RB_WC_FLUSH_ERR };
 		free(w);
 	}
-	if (!cq->sw_head)
+	if (rb_fifo_empty(&cq->sw))
 		efd_clear(cq);
 	return got;
 }

@@ -77,14 +77,14 @@ int rd_qp_setup(struct rd_conn *c, struct rd_cq *cq, const struct rb_conn_caps *
 	inl = caps ? caps->max_inline : 0;
 	if (sge > RB_MAX_SGE)
 		return -EINVAL;
-	if (rq < c->nearly)
-		rq = c->nearly;
+	if (rq < c->early.n)
+		rq = c->early.n;
 	sq = clamp_u32(sq, a->max_qp_wr);
 	rq = clamp_u32(rq, a->max_qp_wr);
 	sge = clamp_u32(sge, a->max_sge);
-	if (rq < c->nearly) {
+	if (rq < c->early.n) {
 		rb_err("rdma %s: %u receives posted before accept, device %s allows %u",
-		       c->peer, c->nearly, c->dom->name, rq);
+		       c->peer, c->early.n, c->dom->name, rq);
 		return -ENOSPC;
 	}
 	ret = cq_reserve(cq, sq + rq);
@@ -136,7 +136,7 @@ int rd_qp_setup(struct rd_conn *c, struct rd_cq *cq, const struct rb_conn_caps *
 	c->in_map = true;
 	rb_dbg("rdma %s: qp %u on %s: send %u, recv %u, sge %u, inline %u", c->peer, c->qpn,
 	       c->dom->name, sq, rq, sge, c->max_inline);
-	while ((w = c->early)) {
+	while ((w = c->early.head)) {
 		struct ibv_recv_wr wr = { .wr_id = (uintptr_t)w->cqe | RB_WC_RECV,
 					  .sg_list = w->sge,
 					  .num_sge = w->nsge },
@@ -148,11 +148,9 @@ int rd_qp_setup(struct rd_conn *c, struct rd_cq *cq, const struct rb_conn_caps *
 			       strerror(ret));
 			return -ret; /* the caller fails the conn: the rest flushes */
 		}
-		c->early = w->next;
-		c->nearly--;
+		rb_fifo_pop(&c->early);
 		free(w);
 	}
-	c->early_tail = NULL;
 	return 0;
 }
 
@@ -265,12 +263,7 @@ int rd_post_recv(struct rb_conn *rc, struct rb_cqe *cqe, const struct rb_sge *sg
 	w->cqe = cqe;
 	w->opcode = RB_WC_RECV;
 	w->nsge = fill_sges(w->sge, sg, nsge, &total);
-	if (c->early_tail)
-		c->early_tail->next = w;
-	else
-		c->early = w;
-	c->early_tail = w;
-	c->nearly++;
+	rb_fifo_push(&c->early, w);
 	return 0;
 }
 

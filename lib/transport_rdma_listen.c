@@ -353,8 +353,7 @@ int rd_accept(struct rb_conn *rc, struct rb_cq *rcq, const struct rb_conn_caps *
 {
 	struct rd_conn *c = to_rconn(rc);
 	struct rd_cq *cq = (struct rd_cq *)rcq;
-	const struct ibv_device_attr *a = &c->dom->attr;
-	struct rdma_conn_param p = { 0 };
+	struct rdma_conn_param p;
 	uint8_t buf[RD_PRIV_BUF];
 	int ret;
 
@@ -379,16 +378,8 @@ int rd_accept(struct rb_conn *rc, struct rb_cq *rcq, const struct rb_conn_caps *
 		goto out_fail;
 	rd_set_u8_option(c->id, RDMA_OPTION_ID_ACK_TIMEOUT, c->opts.ack_timeout, "ack timeout",
 		      c->peer);
-	/* Bounded by our caps, the device and what the request offered. */
-	p.responder_resources = rd_min3_u8(caps ? (int)caps->max_dest_rd_atomic : 0,
-					a->max_qp_rd_atom, c->req_resp_res);
-	p.initiator_depth = rd_min3_u8(caps ? (int)caps->max_rd_atomic : 0, a->max_qp_init_rd_atom,
-				    c->req_init_depth);
-	p.rnr_retry_count = rd_retry_val(c->opts.rnr_retry, RD_DEFAULT_RNR_RETRY);
-	p.retry_count = rd_retry_val(c->opts.retry_count, RD_DEFAULT_RETRY);
-	p.flow_control = 1;
-	p.private_data = buf;
-	p.private_data_len = (uint8_t)rd_priv_frame(buf, priv, priv_len);
+	p = rd_conn_param(&c->dom->attr, &c->opts, caps, c->req_init_depth, c->req_resp_res, buf,
+			  priv, priv_len);
 	if (rdma_accept(c->id, &p)) {
 		ret = -errno;
 		rb_err("rdma %s: accept: %s", c->peer, strerror(-ret));

@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals of the "rdma" transport (librdmacm + libibverbs), shared by
- * transport_rdma.c (domains, memory), transport_rdma_cq.c (completion
- * queue), transport_rdma_io.c (QP, data path), transport_rdma_cm.c
- * (active side, teardown, CM events) and transport_rdma_listen.c (passive
- * side: listeners, accept, reject).
+ * its files (listed at the top of transport_rdma.c).
  */
 #ifndef RB_TRANSPORT_RDMA_PRIV_H
 #define RB_TRANSPORT_RDMA_PRIV_H
@@ -17,6 +14,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "fifo.h"
+#include "latch.h"
 #include "transport.h"
 
 /*
@@ -78,6 +77,8 @@ struct rd_swr {
 	struct ibv_sge sge[RB_MAX_SGE];
 };
 
+RB_FIFO_DECLARE(rd_swq, struct rd_swr);
+
 struct rd_qpmap {
 	uint32_t qpn;
 	struct rd_conn *conn; /* NULL: free slot */
@@ -89,8 +90,7 @@ struct rd_cq {
 	struct ibv_cq *cq;
 	struct rdma_event_channel *cm_ch; /* CM events of the conns attached here */
 	int epfd; /* cq_fd: comp channel, cm channel, eventfd */
-	int efd; /* readable while software completions wait */
-	bool efd_set;
+	struct rb_latch wake; /* readable while software completions wait */
 	bool armed; /* notification requested, its event not yet consumed */
 	uint32_t cm_skipped; /* wakeups since the CM channel was last read */
 	bool armed_sol; /* ... for solicited completions only */
@@ -104,7 +104,7 @@ struct rd_cq {
 	struct rd_conn *dirty; /* conns holding WRs */
 	int cqe; /* current CQ size */
 	uint32_t used; /* QP queue depths attached (sq + rq), must fit in cqe */
-	struct rd_swr *sw_head, *sw_tail;
+	struct rd_swq sw; /* software completions, in order */
 	struct rd_qpmap *map;
 	uint32_t map_cap, map_n;
 	struct rd_conn *last; /* qpn lookup cache */
@@ -146,8 +146,7 @@ struct rd_conn {
 	uint32_t npend, sq_size, sq_out;
 	bool dirty;
 	struct rd_conn *dirty_next;
-	struct rd_swr *early, *early_tail; /* receives posted before the QP exists */
-	unsigned int nearly;
+	struct rd_swq early; /* receives posted before the QP exists */
 	/* From the CONNECT_REQUEST, in our perspective (the CM swaps them):
 	 * READs we may issue, READs the peer will issue to us. */
 	uint8_t req_init_depth, req_resp_res;
@@ -240,14 +239,49 @@ static inline uint8_t rd_retry_val(int v, int def)
 	return (uint8_t)(v < 0 ? def : v > 7 ? 7 : v);
 }
 
-/* transport_rdma.c */
+/*
+ * The parameters of rdma_connect and rdma_accept, built the same way for
+ * both: RDMA READ depths bounded by our caps (none without), the device
+ * and what the peer offered (the active side passes 255, no bound), the
+ * retry counts from opts, and priv framed into buf (RD_PRIV_BUF bytes).
+ */
+static inline struct rdma_conn_param rd_conn_param(const struct ibv_device_attr *a,
+						    const struct rb_transport_opts *o,
+						    const struct rb_conn_caps *caps, int peer_init_depth,
+						    int peer_resp_res, uint8_t *buf, const void *priv,
+						    size_t priv_len)
+{
+	struct rdma_conn_param p = { 0 };
+
+	p.initiator_depth = rd_min3_u8(caps ? (int)caps->max_rd_atomic : 0, a->max_qp_init_rd_atom,
+				       peer_init_depth);
+	p.responder_resources = rd_min3_u8(caps ? (int)caps->max_dest_rd_atomic : 0,
+					   a->max_qp_rd_atom, peer_resp_res);
+	p.retry_count = rd_retry_val(o->retry_count, RD_DEFAULT_RETRY);
+	p.rnr_retry_count = rd_retry_val(o->rnr_retry, RD_DEFAULT_RNR_RETRY);
+	p.flow_control = 1;
+	p.private_data = buf;
+	p.private_data_len = (uint8_t)rd_priv_frame(buf, priv, priv_len);
+	return p;
+}
+
+/* transport_rdma.c: helpers, the ops table */
+void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+int rd_set_nonblock(int fd);
+const char *rd_op_name(unsigned int op);
+
+/* transport_rdma_mr.c: domains, memory regions */
 int rd_dom_get(struct ibv_context *verbs, struct rd_domain **out);
 void rd_dom_hold(struct rd_domain *d);
 void rd_dom_put(struct rd_domain *d);
 void rd_dom_lose(struct rd_domain *d, const char *how);
-void rd_format_addr(const struct sockaddr *sa, char *buf, size_t len);
-int rd_set_nonblock(int fd);
-const char *rd_op_name(unsigned int op);
+int rd_domain_open(const struct rb_transport_opts *opts, struct rb_domain **out);
+void rd_domain_close(struct rb_domain *d);
+bool rd_domain_lost(struct rb_domain *d);
+void rd_rescan(void);
+int rd_reg_mr(struct rb_domain *d, void *addr, size_t len, unsigned int access,
+	      struct rb_mr **out);
+void rd_dereg_mr(struct rb_mr *mr);
 
 /* transport_rdma_cq.c */
 int rd_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out);

@@ -1,14 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * "tcp" transport connection management: listener, HELLO handshake,
- * accept/reject, active connect, destroy.
- *
- * The listener never blocks: accepted sockets are non-blocking and sit in
- * the listener's own epoll set (that is listener_fd) until their HELLO has
- * fully arrived; listener_get returns -EAGAIN meanwhile.  A socket whose
- * HELLO is not complete within TCP_HELLO_TIMEOUT_MS is closed when a
- * timerfd in the same set fires.  Port 0 binds an ephemeral port (logged);
- * callers that need to know the port pick a free one themselves.
+ * "tcp" transport connection management: what both sides use (HELLO
+ * headers, connection objects), the active connect, and destroy.  The
+ * passive side is in transport_tcp_listen.c.
  */
 #include "config.h"
 
@@ -18,31 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "transport_tcp_priv.h"
 
 #define TCP_CONNECT_TIMEOUT_MS 10000
 
-struct tcp_listener {
-	int lfd, epfd, tfd;
-	struct tcp_domain *dom;
-	struct rb_transport_opts opts;
-	struct tcp_conn *half, *half_tail; /* sockets waiting for HELLO, oldest first */
-	unsigned int nhalf;
-	char name[80];
-};
-
-static struct tcp_listener *to_lst(struct rb_listener *l)
-{
-	return (struct tcp_listener *)l;
-}
-
-static int gai_errno(int rc)
+int tcp_gai_errno(int rc)
 {
 	switch (rc) {
 	case EAI_NONAME:
@@ -58,7 +37,7 @@ static int gai_errno(int rc)
 	}
 }
 
-static void hdr_cm(struct tcp_hdr *h, uint8_t type, size_t len)
+void tcp_hdr_cm(struct tcp_hdr *h, uint8_t type, size_t len)
 {
 	memset(h, 0, sizeof(*h));
 	h->type = type;
@@ -66,8 +45,8 @@ static void hdr_cm(struct tcp_hdr *h, uint8_t type, size_t len)
 	h->addr = htole64(TCP_HELLO_MAGIC);
 }
 
-static struct tcp_conn *conn_alloc(struct tcp_domain *d, const struct rb_transport_opts *opts,
-				   enum tcp_state st)
+struct tcp_conn *tcp_conn_alloc(struct tcp_domain *d, const struct rb_transport_opts *opts,
+				enum tcp_state st)
 {
 	struct tcp_conn *c = calloc(1, sizeof(*c));
 
@@ -80,416 +59,14 @@ static struct tcp_conn *conn_alloc(struct tcp_domain *d, const struct rb_transpo
 	c->fd = -1;
 	c->state = st;
 	c->dom = d;
+	/* No opts: the same defaults as rdma (and as a config without them). */
 	if (opts)
 		c->opts = *opts;
 	else
-		c->opts.tos = -1;
+		rb_transport_opts_init(&c->opts);
 	c->qpn = tcp_next_qpn();
 	return c;
 }
-
-/* ---- listener ----------------------------------------------------------- */
-
-static int bind_listen(const struct addrinfo *ai, bool any6)
-{
-	int one = 1, zero = 0, fd, ret;
-
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		goto out_err;
-	/* "" and "::" take IPv4 too, whatever net.ipv6.bindv6only says. */
-	if (any6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
-		goto out_err;
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0)
-		goto out_err;
-	return fd;
-out_err:
-	ret = -errno;
-	close(fd);
-	return ret;
-}
-
-static int open_listen_socket(const struct rb_endpoint *ep)
-{
-	struct addrinfo hints = {
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
-	};
-	struct addrinfo *res, *ai;
-	const char *host = ep->host[0] ? ep->host : NULL;
-	char port[8];
-	int rc, fd = -EADDRNOTAVAIL;
-
-	snprintf(port, sizeof(port), "%u", ep->port);
-	if (!host) {
-		/* Any address: dual-stack IPv6 first, plain IPv4 if there is no IPv6. */
-		hints.ai_family = AF_INET6;
-		if (getaddrinfo(NULL, port, &hints, &res) == 0) {
-			fd = bind_listen(res, true);
-			freeaddrinfo(res);
-			if (fd >= 0 || (fd != -EAFNOSUPPORT && fd != -EADDRNOTAVAIL))
-				return fd;
-		}
-		hints.ai_family = AF_INET;
-	}
-	rc = getaddrinfo(host, port, &hints, &res);
-	if (rc) {
-		rb_err("tcp: listen %s:%u: %s", ep->host, ep->port, gai_strerror(rc));
-		return gai_errno(rc);
-	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		bool any6 = false;
-
-		if (ai->ai_family == AF_INET6) {
-			const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ai->ai_addr;
-
-			any6 = IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr);
-		}
-		fd = bind_listen(ai, any6);
-		if (fd >= 0)
-			break;
-	}
-	freeaddrinfo(res);
-	return fd;
-}
-
-int tcp_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
-	       struct rb_listener **out)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	struct tcp_listener *l;
-	int ret;
-
-	if (!ep || !out)
-		return -EINVAL;
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	l->epfd = l->tfd = -1;
-	if (opts)
-		l->opts = *opts;
-	else
-		l->opts.tos = -1;
-	ret = tcp_dom_get(opts, &l->dom);
-	if (ret)
-		goto out_free;
-	l->lfd = open_listen_socket(ep);
-	if (l->lfd < 0) {
-		ret = l->lfd;
-		rb_err("tcp: listen on %s:%u: %s", ep->host, ep->port, strerror(-ret));
-		goto out_put;
-	}
-	if (getsockname(l->lfd, (struct sockaddr *)&ss, &sl) == 0)
-		tcp_format_addr((struct sockaddr *)&ss, l->name, sizeof(l->name));
-	l->epfd = epoll_create1(EPOLL_CLOEXEC);
-	l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (l->epfd < 0 || l->tfd < 0)
-		goto out_errno;
-	ev.data.ptr = &l->lfd;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev) < 0)
-		goto out_errno;
-	ev.data.ptr = &l->tfd;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &ev) < 0)
-		goto out_errno;
-	rb_info("tcp: listening on %s", l->name);
-	*out = (struct rb_listener *)l;
-	return 0;
-
-out_errno:
-	ret = -errno;
-	rb_err("tcp: listener setup: %s", strerror(-ret));
-	if (l->tfd >= 0)
-		close(l->tfd);
-	if (l->epfd >= 0)
-		close(l->epfd);
-	close(l->lfd);
-out_put:
-	tcp_dom_put(l->dom);
-out_free:
-	free(l);
-	return ret;
-}
-
-static void half_free(struct tcp_conn *c)
-{
-	close(c->fd);
-	tcp_dom_put(c->dom);
-	free(c);
-}
-
-static void half_unlink(struct tcp_listener *l, struct tcp_conn *c)
-{
-	struct tcp_conn **pp;
-
-	for (pp = &l->half; *pp; pp = &(*pp)->lnext) {
-		if (*pp != c)
-			continue;
-		*pp = c->lnext;
-		if (l->half_tail == c) {
-			l->half_tail = NULL;
-			for (struct tcp_conn *t = l->half; t; t = t->lnext)
-				l->half_tail = t;
-		}
-		l->nhalf--;
-		break;
-	}
-	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-}
-
-static void arm_timer(struct tcp_listener *l)
-{
-	struct itimerspec its = { 0 };
-
-	if (l->half) {
-		its.it_value.tv_sec = (time_t)(l->half->deadline_ns / 1000000000ull);
-		its.it_value.tv_nsec = (long)(l->half->deadline_ns % 1000000000ull);
-	}
-	if (timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-		rb_err("tcp: listener timer: %s", strerror(errno));
-}
-
-static void expire(struct tcp_listener *l)
-{
-	uint64_t now = tcp_now_ns(), v;
-
-	if (read(l->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		rb_err("tcp: listener timer read: %s", strerror(errno));
-	while (l->half && l->half->deadline_ns <= now) {
-		struct tcp_conn *c = l->half;
-
-		rb_warn("tcp %s: no HELLO within %d ms, closing", c->peer, TCP_HELLO_TIMEOUT_MS);
-		half_unlink(l, c);
-		half_free(c);
-	}
-	arm_timer(l);
-}
-
-static int accept_one(struct tcp_listener *l)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	struct tcp_conn *c;
-	struct tcp_domain *d;
-	int fd, ret;
-
-	fd = accept4(l->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-		    errno == ECONNABORTED)
-			return 0;
-		ret = -errno;
-		rb_err("tcp: accept on %s: %s", l->name, strerror(-ret));
-		return ret;
-	}
-	if (l->nhalf >= TCP_MAX_HALF_OPEN) {
-		rb_warn("tcp %s: too many connections without HELLO, dropping oldest",
-			l->half->peer);
-		c = l->half;
-		half_unlink(l, c);
-		half_free(c);
-	}
-	ret = tcp_dom_get(&l->opts, &d);
-	if (ret)
-		goto out_close;
-	c = conn_alloc(d, &l->opts, ST_HELLO);
-	if (!c) {
-		tcp_dom_put(d);
-		ret = -ENOMEM;
-		goto out_close;
-	}
-	c->fd = fd;
-	tcp_format_addr((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-	c->deadline_ns = tcp_now_ns() + TCP_HELLO_TIMEOUT_MS * 1000000ull;
-	ev.data.ptr = c;
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		ret = -errno;
-		half_free(c);
-		return ret;
-	}
-	if (l->half_tail)
-		l->half_tail->lnext = c;
-	else
-		l->half = c;
-	l->half_tail = c;
-	if (l->nhalf++ == 0)
-		arm_timer(l);
-	return 0;
-out_close:
-	close(fd);
-	return ret;
-}
-
-/* Read exactly the HELLO, never past it: 0 when complete, -EAGAIN, or error. */
-static int hello_progress(struct tcp_conn *c)
-{
-	const struct tcp_hdr *h = (const struct tcp_hdr *)c->cm_buf;
-	ssize_t n;
-
-	for (;;) {
-		size_t want = c->cm_got < TCP_HDR_SIZE ? TCP_HDR_SIZE : TCP_HDR_SIZE + c->cm_len;
-
-		if (c->cm_got >= TCP_HDR_SIZE && c->cm_got == want)
-			return 0;
-		n = recv(c->fd, c->cm_buf + c->cm_got, want - c->cm_got, 0);
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
-											   : -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		c->cm_got += (size_t)n;
-		if (c->cm_got == TCP_HDR_SIZE) {
-			if (h->type != F_HELLO || le64toh(h->addr) != TCP_HELLO_MAGIC ||
-			    le32toh(h->length) > TCP_PRIV_CONNECT_MAX)
-				return -EPROTO;
-			c->cm_len = le32toh(h->length);
-		}
-	}
-}
-
-int tcp_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **priv,
-		     size_t *priv_len)
-{
-	struct tcp_listener *l = to_lst(rl);
-	struct epoll_event ev;
-	struct tcp_conn *c;
-	int n, ret;
-
-	/* One event per epoll_wait: handling one may free the conn another
-	 * names.  Level triggered, so nothing is lost. */
-	for (int round = 0; round < 64; round++) {
-		n = epoll_wait(l->epfd, &ev, 1, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EAGAIN;
-		if (ev.data.ptr == &l->lfd) {
-			ret = accept_one(l);
-			if (ret)
-				return ret;
-			continue;
-		}
-		if (ev.data.ptr == &l->tfd) {
-			expire(l);
-			continue;
-		}
-		c = ev.data.ptr;
-		ret = hello_progress(c);
-		if (ret == -EAGAIN)
-			continue;
-		half_unlink(l, c);
-		if (!l->half)
-			arm_timer(l);
-		if (ret) {
-			if (ret == -EPROTO)
-				rb_warn("tcp %s: bad HELLO: not an rdmablk tcp peer", c->peer);
-			else
-				rb_info("tcp %s: closed before HELLO: %s", c->peer, strerror(-ret));
-			half_free(c);
-			continue;
-		}
-		c->state = ST_REQUEST;
-		*out = &c->pub;
-		if (priv)
-			*priv = c->cm_buf + TCP_HDR_SIZE;
-		if (priv_len)
-			*priv_len = c->cm_len;
-		return 0;
-	}
-	return -EAGAIN;
-}
-
-int tcp_listener_fd(struct rb_listener *l)
-{
-	return to_lst(l)->epfd;
-}
-
-void tcp_listener_close(struct rb_listener *rl)
-{
-	struct tcp_listener *l = to_lst(rl);
-
-	if (!l)
-		return;
-	while (l->half) {
-		struct tcp_conn *c = l->half;
-
-		half_unlink(l, c);
-		half_free(c);
-	}
-	close(l->tfd);
-	close(l->epfd);
-	close(l->lfd);
-	tcp_dom_put(l->dom);
-	free(l);
-}
-
-int tcp_accept(struct rb_conn *rc, struct rb_cq *cq, const struct rb_conn_caps *caps,
-	       const void *priv, size_t priv_len)
-{
-	struct tcp_conn *c = to_conn(rc);
-	struct tcp_wr *w;
-	int ret;
-
-	if (c->state != ST_REQUEST || !cq || priv_len > TCP_PRIV_ACCEPT_MAX || (priv_len && !priv))
-		return -EINVAL;
-	ret = tcp_conn_attach(c, (struct tcp_cq *)cq, caps);
-	if (ret)
-		goto out_err;
-	w = tcp_wr_get(c);
-	if (!w) {
-		ret = -ENOMEM;
-		goto out_detach;
-	}
-	/* The peer's HELLO data is no longer needed: its buffer carries ours. */
-	if (priv_len)
-		memmove(c->cm_buf, priv, priv_len);
-	w->kind = W_CTRL;
-	w->len = priv_len;
-	w->nsge = priv_len ? 1 : 0;
-	w->iov[0].iov_base = c->cm_buf;
-	w->iov[0].iov_len = priv_len;
-	hdr_cm(&w->hdr, F_HELLO_ACCEPT, priv_len);
-	tcp_tx_queue(c, w);
-	c->state = ST_CONNECTED;
-	tcp_tx_progress(c);
-	rb_dbg("tcp %s: accepted", c->peer);
-	return 0;
-
-out_detach:
-	tcp_conn_detach(c);
-out_err:
-	rb_err("tcp %s: accept: %s", c->peer, strerror(-ret));
-	return ret;
-}
-
-int tcp_reject(struct rb_conn *rc, const void *priv, size_t priv_len)
-{
-	struct tcp_conn *c = to_conn(rc);
-	uint8_t buf[TCP_HDR_SIZE + TCP_PRIV_REJECT_MAX];
-	int ret = 0;
-
-	if (c->state != ST_REQUEST || priv_len > TCP_PRIV_REJECT_MAX || (priv_len && !priv)) {
-		ret = -EINVAL;
-		priv_len = 0;
-	}
-	hdr_cm((struct tcp_hdr *)buf, F_HELLO_REJECT, priv_len);
-	if (priv_len)
-		memcpy(buf + TCP_HDR_SIZE, priv, priv_len);
-	/* A fresh socket always has room for this; a failure only costs the
-	 * peer its reject data. */
-	if (c->state == ST_REQUEST &&
-	    send(c->fd, buf, TCP_HDR_SIZE + priv_len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		rb_info("tcp %s: reject: %s", c->peer, strerror(errno));
-	tcp_conn_destroy(rc);
-	return ret;
-}
-
 /* ---- active side ---------------------------------------------------------- */
 
 int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
@@ -506,7 +83,7 @@ int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts
 	ret = tcp_dom_get(opts, &d);
 	if (ret)
 		return ret;
-	c = conn_alloc(d, opts, ST_RESOLVED);
+	c = tcp_conn_alloc(d, opts, ST_RESOLVED);
 	if (!c) {
 		tcp_dom_put(d);
 		return -ENOMEM;
@@ -514,7 +91,7 @@ int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts
 	snprintf(port, sizeof(port), "%u", ep->port);
 	rc = getaddrinfo(ep->host, port, &hints, &c->ai);
 	if (rc) {
-		ret = gai_errno(rc);
+		ret = tcp_gai_errno(rc);
 		rb_err("tcp: resolve %s:%u: %s", ep->host, ep->port, gai_strerror(rc));
 		tcp_dom_put(d);
 		free(c);
@@ -528,7 +105,7 @@ int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
 	struct pollfd p = { .fd = fd, .events = events };
-	uint64_t now = tcp_now_ns();
+	uint64_t now = rb_clock_ns();
 	int n;
 
 	if (now >= deadline)
@@ -598,7 +175,7 @@ int tcp_connect(struct rb_conn *rc, struct rb_cq *cq, const struct rb_conn_caps 
 	socklen_t sl = sizeof(ss);
 	int tmo = c->opts.connect_timeout_ms > 0 ? c->opts.connect_timeout_ms
 						  : TCP_CONNECT_TIMEOUT_MS;
-	uint64_t deadline = tcp_now_ns() + (uint64_t)tmo * 1000000ull;
+	uint64_t deadline = rb_clock_ns() + (uint64_t)tmo * 1000000ull;
 	size_t cap = rpriv_len ? *rpriv_len : 0, len;
 	int ret = -EHOSTUNREACH;
 
@@ -620,7 +197,7 @@ int tcp_connect(struct rb_conn *rc, struct rb_cq *cq, const struct rb_conn_caps 
 	}
 	if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0)
 		tcp_format_addr((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-	hdr_cm(h, F_HELLO, priv_len);
+	tcp_hdr_cm(h, F_HELLO, priv_len);
 	if (priv_len)
 		memcpy(c->cm_buf + TCP_HDR_SIZE, priv, priv_len);
 	ret = io_exact(c->fd, c->cm_buf, TCP_HDR_SIZE + priv_len, true, deadline);

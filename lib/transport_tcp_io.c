@@ -324,13 +324,7 @@ void tcp_conn_detach(struct tcp_conn *c)
 			prev = w;
 			continue;
 		}
-		if (prev)
-			prev->next = next;
-		else
-			cq->done.head = next;
-		if (cq->done.tail == w)
-			cq->done.tail = prev;
-		cq->done.n--;
+		rb_fifo_unlink(&cq->done, prev, w);
 		c->ndone--;
 	}
 	cq->nconns--;

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals of the software "tcp" transport, shared by transport_tcp.c
- * (domain, CQ, data path) and transport_tcp_cm.c (listen/connect).
- * The wire framing is described at the top of transport_tcp.c.
+ * Internals of the software "tcp" transport, shared by its files (listed
+ * at the top of transport_tcp.c, which also describes the framing).
  */
 #ifndef RB_TRANSPORT_TCP_PRIV_H
 #define RB_TRANSPORT_TCP_PRIV_H
@@ -14,6 +13,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "fifo.h"
+#include "latch.h"
 #include "transport.h"
 
 #define TCP_HDR_SIZE 32
@@ -95,10 +96,7 @@ struct tcp_wr {
 	struct iovec iov[RB_MAX_SGE];
 };
 
-struct tcp_q {
-	struct tcp_wr *head, *tail;
-	unsigned int n;
-};
+RB_FIFO_DECLARE(tcp_q, struct tcp_wr);
 
 struct tcp_chunk {
 	struct tcp_chunk *next;
@@ -119,8 +117,7 @@ struct tcp_domain {
 
 struct tcp_cq {
 	int epfd;
-	int efd; /* eventfd: readable while completions wait (see cq_arm) */
-	bool efd_armed;
+	struct rb_latch wake; /* readable while completions wait (see cq_arm) */
 	bool in_poll; /* inside cq_poll/cq_arm: completions need no wakeup */
 	bool batch; /* last cq_poll filled wc[]: caller polls again, defer writes */
 	bool corked; /* cq_cork: posts are held until uncork (one sendmsg per batch) */
@@ -205,7 +202,7 @@ struct tcp_conn {
 	struct tcp_chunk *chunks;
 
 	/* connection setup */
-	struct tcp_conn *lnext; /* listener's half-open list */
+	struct tcp_conn *next; /* listener's half-open list (rb_fifo) */
 	uint64_t deadline_ns;
 	size_t cm_got;
 	size_t cm_len;
@@ -216,27 +213,12 @@ extern const struct rb_transport_ops rb_tcp_transport;
 
 static inline void q_push(struct tcp_q *q, struct tcp_wr *w)
 {
-	w->next = NULL;
-	if (q->tail)
-		q->tail->next = w;
-	else
-		q->head = w;
-	q->tail = w;
-	q->n++;
+	rb_fifo_push(q, w);
 }
 
 static inline struct tcp_wr *q_pop(struct tcp_q *q)
 {
-	struct tcp_wr *w = q->head;
-
-	if (w) {
-		q->head = w->next;
-		if (!q->head)
-			q->tail = NULL;
-		q->n--;
-		w->next = NULL;
-	}
-	return w;
+	return rb_fifo_pop(q);
 }
 
 static inline struct tcp_wr *q_take_tag(struct tcp_q *q, uint64_t tag)
@@ -244,17 +226,10 @@ static inline struct tcp_wr *q_take_tag(struct tcp_q *q, uint64_t tag)
 	struct tcp_wr *w, *prev = NULL;
 
 	for (w = q->head; w; prev = w, w = w->next) {
-		if (w->tag != tag)
-			continue;
-		if (prev)
-			prev->next = w->next;
-		else
-			q->head = w->next;
-		if (q->tail == w)
-			q->tail = prev;
-		q->n--;
-		w->next = NULL;
-		return w;
+		if (w->tag == tag) {
+			rb_fifo_unlink(q, prev, w);
+			return w;
+		}
 	}
 	return NULL;
 }
@@ -278,17 +253,25 @@ bool tcp_sges_ok(struct tcp_domain *d, const struct rb_sge *sg, int nsge, uint64
 enum rkey_res tcp_rkey_check(struct tcp_domain *d, uint32_t rkey, unsigned int need,
 			     uint64_t addr, uint64_t len);
 
-/* transport_tcp.c: pool, cq */
+/* transport_tcp.c: work request pool, helpers, the ops table */
 struct tcp_wr *tcp_wr_get(struct tcp_conn *c);
 void tcp_wr_put(struct tcp_conn *c, struct tcp_wr *w);
 int tcp_pool_grow(struct tcp_conn *c, unsigned int n);
 void tcp_conn_free_pool(struct tcp_conn *c);
-void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
-void tcp_conn_kick(struct tcp_conn *c);
 uint32_t tcp_next_qpn(void);
-uint64_t tcp_now_ns(void);
 void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 void tcp_sock_opts(int fd, const struct rb_transport_opts *opts);
+
+/* transport_tcp_cq.c: completion queue */
+void tcp_wr_complete(struct tcp_conn *c, struct tcp_wr *w, enum rb_wc_status st);
+void tcp_conn_kick(struct tcp_conn *c);
+int tcp_cq_create(struct rb_domain *d, uint32_t depth, struct rb_cq **out);
+void tcp_cq_destroy(struct rb_cq *cq);
+int tcp_cq_fd(struct rb_cq *cq);
+int tcp_cq_poll(struct rb_cq *cq, struct rb_wc *wc, int n);
+int tcp_cq_arm(struct rb_cq *cq);
+void tcp_cq_cork(struct rb_cq *cq, bool on);
+int tcp_cq_prepare_wait(struct rb_cq *cq, bool quiet);
 
 /* transport_tcp_io.c: data path, send side */
 int tcp_conn_attach(struct tcp_conn *c, struct tcp_cq *cq, const struct rb_conn_caps *caps);
@@ -314,7 +297,18 @@ void tcp_conn_service(struct tcp_conn *c);
 void tcp_cq_release_acks(struct tcp_cq *cq);
 void tcp_cq_request_acks(struct tcp_cq *cq);
 
-/* transport_tcp_cm.c */
+/* transport_tcp_cm.c: both sides' helpers, active side, destroy */
+int tcp_gai_errno(int rc);
+void tcp_hdr_cm(struct tcp_hdr *h, uint8_t type, size_t len);
+struct tcp_conn *tcp_conn_alloc(struct tcp_domain *d, const struct rb_transport_opts *opts,
+			       enum tcp_state st);
+int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
+		    struct rb_conn **out);
+int tcp_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
+		const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
+void tcp_conn_destroy(struct rb_conn *c);
+
+/* transport_tcp_listen.c: passive side */
 int tcp_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
 	       struct rb_listener **out);
 void tcp_listener_close(struct rb_listener *l);
@@ -324,10 +318,5 @@ int tcp_listener_get(struct rb_listener *l, struct rb_conn **out, const void **p
 int tcp_accept(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
 	       const void *priv, size_t priv_len);
 int tcp_reject(struct rb_conn *c, const void *priv, size_t priv_len);
-int tcp_conn_create(const struct rb_endpoint *ep, const struct rb_transport_opts *opts,
-		    struct rb_conn **out);
-int tcp_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
-		const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len);
-void tcp_conn_destroy(struct rb_conn *c);
 
 #endif

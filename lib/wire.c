@@ -9,7 +9,7 @@
 #include "checked.h"
 #include "wire.h"
 
-int rb_opcode_known(unsigned int opcode)
+static int rb_opcode_known(unsigned int opcode)
 {
 	return strcmp(rb_opcode_name(opcode), "UNKNOWN") != 0;
 }
@@ -133,6 +133,15 @@ int rb_auth_dh_len(unsigned int group)
 	static const int len[] = { 0, 256, 384, 512, 768, 1024 };
 
 	return group < sizeof(len) / sizeof(len[0]) ? len[group] : -1;
+}
+
+struct rb_cm_rej rb_cm_rej_make(enum rb_cm_reject_reason reason)
+{
+	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
+				 .version = rb_le16(RB_PROTO_VERSION),
+				 .reason = rb_le16((uint16_t)reason) };
+
+	return rej;
 }
 
 int rb_status_errno(unsigned int status)

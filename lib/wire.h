@@ -212,7 +212,8 @@ _Static_assert(sizeof(struct rb_connect_rsp) == 64, "connect rsp is 64 bytes");
 #define RB_CONNECT_RSP_OFFSET 512
 #define RB_CONNECT_BUF_SIZE (RB_CONNECT_RSP_OFFSET + 64)
 
-/* LIST_EXPORTS: target RDMA-WRITEs an array of these; result = count. */
+/* LIST_EXPORTS: the target RDMA-WRITEs an array of these; result is
+ * (visible count << 32) | entries written (docs/protocol.md). */
 struct rb_export_entry {
 	uint64_t size;
 	uint32_t block_size;
@@ -365,7 +366,6 @@ _Static_assert(sizeof(struct rb_queue_auth) == 64, "queue auth is 64 bytes");
 #define rb_from_le64(x) le64toh(x)
 
 const char *rb_opcode_name(unsigned int opcode);
-int rb_opcode_known(unsigned int opcode);
 const char *rb_status_name(unsigned int status);
 const char *rb_reject_name(unsigned int reason);
 const char *rb_auth_msg_name(unsigned int type);
@@ -375,6 +375,8 @@ const char *rb_auth_dhgroup_name(unsigned int group);
 unsigned int rb_auth_hash_len(unsigned int hash);
 /* Public value bytes of an rb_auth_dhgroup (0 for none), -1 if unknown. */
 int rb_auth_dh_len(unsigned int group);
+/* The private data of a connection reject: our magic and version, reason. */
+struct rb_cm_rej rb_cm_rej_make(enum rb_cm_reject_reason reason);
 /* Map a status to a positive errno value for frontends (NBD, ublk). */
 int rb_status_errno(unsigned int status);
 /* Map a negative errno from the backend to a status. */

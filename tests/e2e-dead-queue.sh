@@ -12,8 +12,8 @@ requires python3
 [ "$E2E_TRANSPORT" = tcp ] || skip "raw tcp framing: tcp transport only"
 port=$(free_port)
 truncate -s 16M "$T/disk.img"
-TARGET_THREADS=1 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-sed -i 's/^threads = 1$/threads = 1\nbuffers = 1/' "$T/target.conf"
+TARGET_THREADS=1 TARGET_EXTRA="buffers = 1" \
+	write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
 
 PYTHONPATH="$top_srcdir/tests" python3 - "$port" <<'PY' || fail "raw host failed"

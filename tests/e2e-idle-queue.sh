@@ -8,8 +8,8 @@
 
 port=$(free_port)
 truncate -s 16M "$T/disk.img"
-write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-sed -i 's/^\[export disk0\]$/transfer-timeout = 1000\n\n[export disk0]/' "$T/target.conf"
+TARGET_EXTRA="transfer-timeout = 1000" \
+	write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 grep -q "^transfer-timeout = 1000" "$T/target.conf" || fail "could not set transfer-timeout"
 start_target "$T/target.conf"
 start_initiator ini "$(target_url "$port")/disk0" --queues 2

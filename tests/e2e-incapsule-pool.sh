@@ -8,8 +8,8 @@
 
 port=$(free_port)
 truncate -s 16M "$T/disk.img"
-TARGET_THREADS=1 write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-sed -i 's/^threads = 1$/threads = 1\nbuffers = 4/' "$T/target.conf"
+TARGET_THREADS=1 TARGET_EXTRA="buffers = 4" \
+	write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
 url="$(target_url "$port")/disk0"
 

@@ -5,8 +5,7 @@
 
 port=$(free_port)
 truncate -s 16M "$T/disk.img"
-write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-sed -i 's/^threads = .*/&\nincapsule = 0/' "$T/target.conf"
+TARGET_EXTRA="incapsule = 0" write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 start_target "$T/target.conf"
 start_initiator ini "$(target_url "$port")/disk0" --queues 2
 grep -q "queue 1 connected (.*in-capsule 0," "$T/target.log" || fail "in-capsule data granted"

@@ -45,8 +45,7 @@ for mode in poll-us busy-poll; do
 	else
 		tline="busy-poll = yes" iflag=(--busy-poll)
 	fi
-	write_target_conf "$T/t-$mode.conf" "$port" disk0 "$T/disk.img"
-	sed -i "/^\[target\]/a $tline" "$T/t-$mode.conf"
+	TARGET_EXTRA=$tline write_target_conf "$T/t-$mode.conf" "$port" disk0 "$T/disk.img"
 	start_target "$T/t-$mode.conf" "t-$mode"
 	start_initiator "i-$mode" "$(target_url "$port")/disk0" --queues 2 "${iflag[@]}"
 	uri=$(nbd_uri "i-$mode" disk0)

@@ -129,6 +129,7 @@ stop_and_status() {
 }
 
 # write_target_conf FILE PORT EXPORT PATH [extra export lines...]
+# TARGET_EXTRA: more [target] lines, newline separated ("buffers = 4").
 write_target_conf() {
 	local f=$1 port=$2 name=$3 path=$4
 	shift 4
@@ -137,6 +138,7 @@ write_target_conf() {
 		echo "listen = $(target_url "$port")"
 		echo "threads = ${TARGET_THREADS:-2}"
 		echo "log-level = ${TARGET_LOG_LEVEL:-info}"
+		[ -z "${TARGET_EXTRA:-}" ] || printf '%s\n' "$TARGET_EXTRA"
 		echo
 		echo "[export $name]"
 		echo "path = $path"

@@ -60,11 +60,11 @@ static void test_listener_robust(struct rb_listener *l)
 	ok(silent >= 0, "raw connect");
 	if (silent < 0)
 		return;
-	t0 = now_ms();
+	t0 = rb_clock_ms();
 	ret = T->listener_get(l, &req, &priv, &plen);
-	while (ret == -EAGAIN && now_ms() - t0 < 100)
+	while (ret == -EAGAIN && rb_clock_ms() - t0 < 100)
 		ret = T->listener_get(l, &req, &priv, &plen);
-	t1 = now_ms();
+	t1 = rb_clock_ms();
 	is_int(ret, -EAGAIN, "silent peer: listener_get returns -EAGAIN");
 	ok(t1 - t0 < 500, "silent peer: listener_get does not block");
 
@@ -94,7 +94,7 @@ static void test_listener_robust(struct rb_listener *l)
 	bad = raw_connect();
 	ok(bad >= 0 && send(bad, "GET / HTTP/1.0\r\n\r\n0123456789abcdef", 34, MSG_NOSIGNAL) == 34,
 	   "garbage peer connects");
-	for (uint64_t end = now_ms() + 2000; now_ms() < end && !raw_closed(bad);) {
+	for (uint64_t end = rb_clock_ms() + 2000; rb_clock_ms() < end && !raw_closed(bad);) {
 		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
 
 		poll(&pf, 1, 20);
@@ -104,7 +104,7 @@ static void test_listener_robust(struct rb_listener *l)
 	ok(raw_closed(bad), "garbage peer is closed");
 	close(bad);
 
-	for (uint64_t end = t0 + 3000; now_ms() < end && !closed;) {
+	for (uint64_t end = t0 + 3000; rb_clock_ms() < end && !closed;) {
 		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
 
 		poll(&pf, 1, 50);
@@ -112,7 +112,7 @@ static void test_listener_robust(struct rb_listener *l)
 			T->reject(req, NULL, 0);
 		closed = raw_closed(silent);
 	}
-	t1 = now_ms();
+	t1 = rb_clock_ms();
 	ok(closed, "silent peer is closed by the listener");
 	ok(t1 - t0 >= 900 && t1 - t0 < 2500, "after about 1 s (%llu ms)",
 	   (unsigned long long)(t1 - t0));

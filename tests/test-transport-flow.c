@@ -174,11 +174,11 @@ static void test_echo(struct rb_listener *l)
 		rc |= echo_post_recv(&x, &x.precv[i]);
 	}
 	is_int(rc, 0, "echo: setup");
-	t0 = now_ms();
+	t0 = rb_clock_ms();
 	echo_ping(&x);
 	ok(wait_until(&pp, echo_finished, &x, 20000), "echo: finished");
 	is_int(x.pongs, ECHO_PINGS, "echo: %d round trips answered in order (%llu ms)",
-	       ECHO_PINGS, (unsigned long long)(now_ms() - t0));
+	       ECHO_PINGS, (unsigned long long)(rb_clock_ms() - t0));
 	is_int(x.errors, 0, "echo: no errors, no busy slot reused");
 	T->disconnect(pp.a.c);
 	ok(wait_until(&pp, echo_all_completed, &x, WAIT_MS), "echo: every WR completed once");
@@ -266,7 +266,7 @@ static void ack_round(struct rb_listener *l, bool corked)
 	ok(fd_readable(T->cq_fd(pp.p.cq), WAIT_MS), "%s: request arrives", how);
 	T->cq_cork(pp.p.cq, corked);
 	T->cq_arm(pp.p.cq);
-	for (uint64_t t0 = now_ms(); !t[2].done && now_ms() - t0 < WAIT_MS;)
+	for (uint64_t t0 = rb_clock_ms(); !t[2].done && rb_clock_ms() - t0 < WAIT_MS;)
 		drain(pp.p.cq);
 	ok(t[2].done && t[2].wc.status == RB_WC_SUCCESS, "%s: request received", how);
 	s = sge(&pb, 1024, ANS);
@@ -334,7 +334,7 @@ static void test_cork(struct rb_listener *l)
 		rc |= T->post_send(pp.a.c, &t[N + i].cqe, &s, 1);
 	}
 	is_int(rc, 0, "cork: %d receives, a WRITE and %d SENDs posted (corked)", N, N);
-	for (uint64_t t0 = now_ms(); now_ms() - t0 < 200;) {
+	for (uint64_t t0 = rb_clock_ms(); rb_clock_ms() - t0 < 200;) {
 		drain(pp.p.cq);
 		usleep(10000);
 	}
@@ -408,8 +408,8 @@ static void test_quiet(struct rb_listener *l)
 	s = sge(&ab, SZ, SZ);
 	quiet_wait(&pp.a, true, 0);
 	rc = T->post_send(pp.a.c, &t[3].cqe, &s, 1);
-	for (uint64_t end = now_ms() + WAIT_MS; !(t[0].done && (is_tcp || t[3].done)) &&
-						now_ms() < end;) {
+	for (uint64_t end = rb_clock_ms() + WAIT_MS; !(t[0].done && (is_tcp || t[3].done)) &&
+						rb_clock_ms() < end;) {
 		drain(pp.p.cq);
 		if (quiet_wait(&pp.a, true, 10))
 			drain(pp.a.cq);
@@ -426,7 +426,7 @@ static void test_quiet(struct rb_listener *l)
 		ok(!woke && !t[3].done, "quiet: a lazy SEND gets no ACK of its own");
 		/* ...until the sender stops being quiet and asks for it. */
 		is_int(T->cq_prepare_wait(pp.a.cq, false), 0, "quiet: widening asks for the ack");
-		for (uint64_t end = now_ms() + WAIT_MS; !t[3].done && now_ms() < end;) {
+		for (uint64_t end = rb_clock_ms() + WAIT_MS; !t[3].done && rb_clock_ms() < end;) {
 			drain(pp.p.cq);
 			if (quiet_wait(&pp.a, false, 10))
 				drain(pp.a.cq);
@@ -436,7 +436,7 @@ static void test_quiet(struct rb_listener *l)
 	}
 	/* Now armed for incoming messages only. */
 	rc |= T->post_send(pp.a.c, &t[4].cqe, &s, 1);
-	for (uint64_t end = now_ms() + WAIT_MS; !t[1].done && now_ms() < end; usleep(1000))
+	for (uint64_t end = rb_clock_ms() + WAIT_MS; !t[1].done && rb_clock_ms() < end; usleep(1000))
 		drain(pp.p.cq);
 	usleep(100000); /* its completion has landed by now */
 	if (!is_tcp) {
@@ -452,8 +452,8 @@ static void test_quiet(struct rb_listener *l)
 	quiet_wait(&pp.a, true, 0);
 	s = sge(&ab, SZ, SZ);
 	rc |= T->post_send(pp.a.c, &t[9].cqe, &s, 1);
-	for (uint64_t end = now_ms() + WAIT_MS; !(t[8].done && (is_tcp || t[9].done)) &&
-						now_ms() < end;) {
+	for (uint64_t end = rb_clock_ms() + WAIT_MS; !(t[8].done && (is_tcp || t[9].done)) &&
+						rb_clock_ms() < end;) {
 		drain(pp.p.cq);
 		if (quiet_wait(&pp.a, true, 10))
 			drain(pp.a.cq);
@@ -472,7 +472,7 @@ static void test_quiet(struct rb_listener *l)
 	drain(pp.a.cq);
 	s = sge(&ab, 2 * SZ, 1024);
 	rc |= T->post_read(pp.a.c, &t[5].cqe, &s, 1, (uint64_t)(uintptr_t)rr.p, rr.mr->rkey);
-	for (uint64_t end = now_ms() + WAIT_MS; !t[5].done && now_ms() < end;) {
+	for (uint64_t end = rb_clock_ms() + WAIT_MS; !t[5].done && rb_clock_ms() < end;) {
 		/* The peer side just keeps its CQ moving. */
 		drain(pp.p.cq);
 		if (quiet_wait(&pp.a, true, 50))
@@ -488,7 +488,7 @@ static void test_quiet(struct rb_listener *l)
 	rc = T->post_recv(pp.a.c, &t[7].cqe, &s, 1);
 	drain(pp.a.cq);
 	T->disconnect(pp.p.c);
-	for (uint64_t end = now_ms() + WAIT_MS; !t[7].done && now_ms() < end;) {
+	for (uint64_t end = rb_clock_ms() + WAIT_MS; !t[7].done && rb_clock_ms() < end;) {
 		drain(pp.p.cq);
 		if (quiet_wait(&pp.a, true, 1000))
 			drain(pp.a.cq);
@@ -612,8 +612,8 @@ static void child_run(void)
 	g = sge(&b, 0, 10);
 	if (T->post_send(s.c, &t.cqe, &g, 1))
 		_exit(4);
-	end = now_ms() + WAIT_MS;
-	while (!t.done && now_ms() < end) {
+	end = rb_clock_ms() + WAIT_MS;
+	while (!t.done && rb_clock_ms() < end) {
 		struct pollfd pf = { .fd = T->cq_fd(s.cq), .events = POLLIN };
 
 		drain(s.cq);
@@ -708,7 +708,7 @@ static void test_cm_under_load(struct rb_listener *l)
 	/* A few rounds first, so the passive CQ is armed when the CM event
 	 * comes and every cq_arm after it finds a completion event. */
 	for (round = -4; round < ROUNDS && !gone.done && !rc; round++) {
-		uint64_t end = now_ms() + WAIT_MS;
+		uint64_t end = rb_clock_ms() + WAIT_MS;
 		struct pollfd pf = { .fd = T->cq_fd(p1.a.cq), .events = POLLIN };
 
 		if (round == 0)
@@ -722,14 +722,14 @@ static void test_cm_under_load(struct rb_listener *l)
 		/* Over rdma the SEND completes once the message is in the passive
 		 * CQ, so the cq_arm below finds its event; tcp acks only what the
 		 * passive side has read. */
-		while (!rc && !snd.done && now_ms() < end) {
+		while (!rc && !snd.done && rb_clock_ms() < end) {
 			drain(p1.a.cq);
 			if (is_tcp)
 				drain(p1.p.cq);
 			if (!snd.done)
 				poll(&pf, 1, 20);
 		}
-		while (!rc && !rcv.done && now_ms() < end)
+		while (!rc && !rcv.done && rb_clock_ms() < end)
 			drain(p1.p.cq);
 		lost += !snd.done || !rcv.done;
 		if (lost)

@@ -44,14 +44,6 @@ void twr_init(struct twr *t, int n)
 		t[i].cqe.done = twr_done;
 }
 
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Engine-style loop on one cq: arm, then poll until empty. */
 int drain(struct rb_cq *cq)
 {
@@ -80,7 +72,7 @@ static bool all_done(struct twr *t, int n)
 /* Drive both sides until pred(arg); false on timeout (true if !pred). */
 bool wait_until(struct pair *pp, bool (*pred)(void *), void *arg, int ms)
 {
-	uint64_t end = now_ms() + (uint64_t)ms;
+	uint64_t end = rb_clock_ms() + (uint64_t)ms;
 
 	for (;;) {
 		struct pollfd pf[2];
@@ -90,7 +82,7 @@ bool wait_until(struct pair *pp, bool (*pred)(void *), void *arg, int ms)
 		drain(pp->p.cq);
 		if (pred && pred(arg))
 			return true;
-		if (now_ms() >= end)
+		if (rb_clock_ms() >= end)
 			return !pred;
 		if (pp->a.cq)
 			pf[k++] = (struct pollfd){ .fd = T->cq_fd(pp->a.cq), .events = POLLIN };
@@ -178,10 +170,10 @@ void *connect_thread(void *arg)
 struct rb_conn *get_request(struct rb_listener *l, const void **priv, size_t *plen,
 			    volatile int *finished)
 {
-	uint64_t end = now_ms() + WAIT_MS;
+	uint64_t end = rb_clock_ms() + WAIT_MS;
 	struct rb_conn *req;
 
-	while (now_ms() < end) {
+	while (rb_clock_ms() < end) {
 		struct pollfd pf = { .fd = T->listener_fd(l), .events = POLLIN };
 
 		if (T->listener_get(l, &req, priv, plen) == 0)

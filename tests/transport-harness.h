@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "transport.h"
 
 #define WAIT_MS 5000
@@ -61,7 +62,6 @@ int harness_init(int argc, char **argv, const char *prog);
 /* Listen on a free port of lep.host (sets lep.port); 0 or 77. */
 int harness_listen(struct rb_listener **l);
 void twr_init(struct twr *t, int n);
-uint64_t now_ms(void);
 /* Engine-style: cq_arm, then cq_poll until empty, calling each cqe->done. */
 int drain(struct rb_cq *cq);
 /* Drive both sides until pred(arg); false on timeout (true if !pred). */
