@@ -16,7 +16,7 @@ TARGET_BIN=${TARGET_BIN:-$top_builddir/target/rdmablk-target}
 INITIATOR_BIN=${INITIATOR_BIN:-$top_builddir/initiator/rdmablk-initiator}
 TEST_NAME=$(basename "$0" .sh)
 # Transport and target address of the end-to-end tests: tcp on loopback on
-# the host; the VM suite runs the same scripts over rdma (tests/vm/t-e2e-rdma.sh).
+# the host; the VM suite runs the same scripts over rdma (tests/vm/t-e2e-rdma-*.sh).
 E2E_TRANSPORT=${E2E_TRANSPORT:-tcp}
 E2E_ADDR=${E2E_ADDR:-127.0.0.1}
 

@@ -5,16 +5,17 @@
 # listens on rdma://ADDR and the initiator connects there, so every command
 # and every RDMA READ and WRITE goes through the RDMA device that owns ADDR.
 #
-#   tests/rdma-e2e.sh [-n] [-p PREFIX] [ADDR]
+#   tests/rdma-e2e.sh [-n] [-p PREFIX] [-t "NAME..."] [ADDR]
 #     ADDR    an IPv4 address of an RDMA device's network interface (default:
 #             the first one `rdma link` shows ACTIVE with an address)
 #     -p PREFIX   keep a failed test's whole output as PREFIXNAME.out
 #                 (default: in a temporary directory, named at the end)
+#     -t NAMES    run only these tests (e2e-basic ...; default: all below)
 #     -n      only print the address it would use
 #
 # Run it from a build tree after `make check` (which builds the test tools),
 # on a host with a real RDMA device.  The VM suite runs it on Soft-RoCE
-# (tests/vm/t-e2e-rdma.sh).  Exit 0 when all passed, 1 when one failed, 77
+# (tests/vm/t-e2e-rdma-*.sh).  Exit 0 when all passed, 1 when one failed, 77
 # when there is no RDMA device with an address here.
 set -u
 
@@ -23,17 +24,22 @@ TESTS="e2e-basic e2e-nbdcopy e2e-fio-verify e2e-readonly e2e-acl e2e-malformed
 	e2e-reload e2e-disconnect"
 
 prefix= dry=
-while getopts np:h opt; do
+while getopts np:t:h opt; do
 	case $opt in
 	n) dry=1 ;;
 	p) prefix=$OPTARG ;;
-	h) sed -n '4,18s/^# \{0,1\}//p' "$0"; exit 0 ;;
-	*) sed -n '4,18s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+	t) TESTS=$OPTARG ;;
+	h) sed -n '4,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	*) sed -n '4,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$PWD}
+for t in $TESTS; do
+	[ -f "$top_srcdir/tests/$t.sh" ] ||
+		{ echo "rdma-e2e: no test $t (tests/$t.sh)" >&2; exit 2; }
+done
 
 # An ACTIVE RDMA port's network interface, and its first IPv4 address.
 find_addr() {
