@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "checked.h"
+#include "clock.h"
 #include "reactor.h"
 #include "log.h"
 #include "thread.h"
@@ -26,10 +27,7 @@
 
 uint64_t rb_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return rb_clock_ms();
 }
 
 int rb_reactor_id(const struct ini_reactor *r)

@@ -55,7 +55,7 @@ void rb_reactor_post(struct ini_reactor *r, struct rb_task *t);
  * a task already queued is not queued twice). */
 void rb_reactor_defer(struct ini_reactor *r, struct rb_task *t);
 int rb_reactor_id(const struct ini_reactor *r);
-/* CLOCK_MONOTONIC milliseconds. */
+/* rb_clock_ms(), behind a function that unit tests replace to move time. */
 uint64_t rb_now_ms(void);
 
 /* ---- the session layer's ------------------------------------------------- */

@@ -113,7 +113,7 @@ static void accept_all(struct tgt_target *t, struct listener *ls, int epfd, unsi
 			if (epoll_ctl(epfd, EPOLL_CTL_DEL, ls->ops->listener_fd(ls->l), NULL) < 0)
 				rb_err("listener epoll_ctl del: %s", strerror(errno));
 			else
-				ls->paused_until = tgt_now_ns() + ACCEPT_PAUSE_NS;
+				ls->paused_until = rb_clock_ns() + ACCEPT_PAUSE_NS;
 			return;
 		}
 		hand_off(t, ls, conn, priv, priv_len, rr);
@@ -171,7 +171,7 @@ static void notify_ready(struct tgt_target *t)
 /* SIGHUP: re-read the configuration, telling systemd while it happens. */
 static void reload(struct tgt_target *t, const char *config, bool keep_log_level)
 {
-	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)tgt_now_ns() / 1000);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)rb_clock_ns() / 1000);
 	rb_info("SIGHUP: reloading %s", config);
 	tgt_reload(t, config, keep_log_level);
 	notify_ready(t);
@@ -180,7 +180,7 @@ static void reload(struct tgt_target *t, const char *config, bool keep_log_level
 /* Once a second: let each listener's transport notice removed devices. */
 static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 {
-	uint64_t now = tgt_now_ns();
+	uint64_t now = rb_clock_ns();
 
 	if (now < *next_ns)
 		return;
@@ -191,7 +191,7 @@ static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 
 static void resume_listeners(struct tgt_target *t, struct listener *ls, int epfd)
 {
-	uint64_t now = tgt_now_ns();
+	uint64_t now = rb_clock_ns();
 
 	for (int i = 0; i < t->conf.nr_listen; i++) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i + 1 };
@@ -213,7 +213,7 @@ static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd,
 {
 	struct epoll_event evs[8];
 	unsigned int rr = 0;
-	uint64_t next_scan = tgt_now_ns() + RESCAN_NS;
+	uint64_t next_scan = rb_clock_ns() + RESCAN_NS;
 
 	for (;;) {
 		int n = epoll_wait(epfd, evs, 8, RESCAN_NS / 1000000);

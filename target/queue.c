@@ -161,7 +161,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	q->max_rd = 16;
 	q->pending_read_tail = &q->pending_read;
 	q->parked_tail = &q->parked;
-	q->last_cmd_ns = tgt_now_ns();
+	q->last_cmd_ns = rb_clock_ns();
 	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
 	q->cx = cx;
 	ret = queue_alloc(q);

@@ -31,14 +31,6 @@
 /* epoll data tags: small integers; CQ contexts are 16 + index. */
 enum { EV_WAKE = 1, EV_RING = 2, EV_TIMER = 3, EV_CQ_BASE = 16 };
 
-uint64_t tgt_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
@@ -297,7 +289,7 @@ static bool ring_notify(struct tgt_reactor *r, bool on)
 
 static void on_timer(struct tgt_reactor *r)
 {
-	uint64_t now = tgt_now_ns();
+	uint64_t now = rb_clock_ns();
 	struct tgt_queue *q, *next;
 
 	r->tick++;
@@ -400,17 +392,17 @@ static void reactor_loop(struct tgt_reactor *r)
 		}
 		work += reactor_round(r);
 		if (r->nr_replacing)
-			tgt_admin_poll_replacing(r, tgt_now_ns());
+			tgt_admin_poll_replacing(r, rb_clock_ns());
 		if (r->queue_gone) {
 			r->queue_gone = false;
 			release_lost_domains(r);
 		}
 		if (atomic_load(&r->stopping)) {
 			if (!stop_seen)
-				drain_deadline = tgt_now_ns() + DRAIN_TIMEOUT_NS;
+				drain_deadline = rb_clock_ns() + DRAIN_TIMEOUT_NS;
 			stop_seen = true;
 			/* Let in-flight commands finish, then close (bounded). */
-			tgt_queue_drain(r, tgt_now_ns() > drain_deadline);
+			tgt_queue_drain(r, rb_clock_ns() > drain_deadline);
 		}
 		rb_spin_note(&r->spin, n > 0 || work > 0, r->arrivals);
 		r->arrivals = 0;

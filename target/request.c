@@ -718,7 +718,7 @@ static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_le
 	req->send_cqe.done = send_done;
 	req->read_cqe.done = read_done;
 	req->write_cqe.done = write_done;
-	q->last_cmd_ns = tgt_now_ns();
+	q->last_cmd_ns = rb_clock_ns();
 
 	if (atomic_load(&q->r->stopping)) {
 		tgt_req_complete(req, RB_S_ABORTED, 0);

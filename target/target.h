@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "bufpool.h"
+#include "clock.h"
 #include "conf.h"
 #include "spin.h"
 #include "transport.h"
@@ -318,7 +319,6 @@ void tgt_reactor_post_conn(struct tgt_reactor *r, struct tgt_conn_msg *m);
 void tgt_reactor_stop(struct tgt_reactor *r);
 void tgt_reactor_join(struct tgt_reactor *r);
 struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r);
-uint64_t tgt_now_ns(void);
 
 /* queue.c */
 /* Accept the connection request m as a queue on cx (its transport domain's
