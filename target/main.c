@@ -58,7 +58,7 @@ static int write_pidfile(const char *path)
 static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *conn,
 		     const void *priv, size_t priv_len, unsigned int *rr)
 {
-	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC), .version = rb_le16(RB_PROTO_VERSION) };
+	struct rb_cm_rej rej;
 	struct tgt_conn_msg *m;
 	const struct rb_cm_req *cr = priv;
 	struct rb_validate_err err;
@@ -73,13 +73,13 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 		rb_warn("%s peer %s: connection request rejected: %s (field %s = %llu)",
 			ls->ops->name, peer, rb_reject_name(reason), err.field,
 			(unsigned long long)err.value);
-		rej.reason = rb_le16(reason);
+		rej = rb_cm_rej_make(reason);
 		ls->ops->reject(conn, &rej, sizeof(rej));
 		return;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		rej.reason = rb_le16(RB_REJ_NO_RESOURCES);
+		rej = rb_cm_rej_make(RB_REJ_NO_RESOURCES);
 		ls->ops->reject(conn, &rej, sizeof(rej));
 		return;
 	}

@@ -18,9 +18,7 @@
 
 static void reject(const struct tgt_conn_msg *m, uint16_t reason)
 {
-	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
-				 .version = rb_le16(RB_PROTO_VERSION),
-				 .reason = rb_le16(reason) };
+	struct rb_cm_rej rej = rb_cm_rej_make(reason);
 	char peer[128];
 
 	m->ops->conn_peer(m->conn, peer, sizeof(peer));
