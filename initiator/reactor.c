@@ -142,21 +142,14 @@ static int run_deferred(struct ini_reactor *r)
 /* Poll until the CQ is empty; returns completions handled. */
 static int drain_cq(struct ini_reactor *r)
 {
-	struct rb_wc wc[INI_WC_BATCH];
-	int n, total = 0;
+	int n;
 
 	if (!r->cq)
 		return 0;
-	do {
-		n = r->ops->cq_poll(r->cq, wc, INI_WC_BATCH);
-		/* A CQ that cannot be polled strands every queue on it. */
-		if (n < 0)
-			rb_fatal("reactor %d: %s cq poll: %s", r->id, r->ops->name, strerror(-n));
-		for (int i = 0; i < n; i++)
-			wc[i].cqe->done(r->cq, &wc[i]);
-		total += n;
-	} while (n == INI_WC_BATCH);
-	return total;
+	n = rb_cq_drain(r->ops, r->cq);
+	if (n < 0)
+		rb_fatal("reactor %d: %s cq poll: %s", r->id, r->ops->name, strerror(-n));
+	return n;
 }
 
 /*

@@ -60,8 +60,6 @@ uint64_t rb_now_ms(void);
 
 /* ---- the session layer's ------------------------------------------------- */
 
-#define INI_WC_BATCH 32
-
 /* What the loop asks of a queue it owns; every op is required. */
 struct ini_reactor_queue;
 struct ini_reactor_queue_ops {

@@ -24,7 +24,6 @@
 #include "uring.h"
 
 #define RING_ENTRIES 256
-#define WC_BATCH 32
 #define CQE_BATCH 64
 #define DRAIN_TIMEOUT_NS (10ull * 1000000000ull)
 
@@ -181,19 +180,11 @@ void tgt_reactor_post_conn(struct tgt_reactor *r, struct tgt_conn_msg *m)
 
 static int drain_cq(struct tgt_reactor *r, struct tgt_cqctx *cx)
 {
-	struct rb_wc wc[WC_BATCH];
-	int n, total = 0;
+	int n = rb_cq_drain(cx->ops, cx->cq);
 
-	do {
-		n = cx->ops->cq_poll(cx->cq, wc, WC_BATCH);
-		/* A CQ that cannot be polled strands every queue on it. */
-		if (n < 0)
-			rb_fatal("reactor %d: %s cq poll: %s", r->id, cx->ops->name, strerror(-n));
-		for (int i = 0; i < n; i++)
-			wc[i].cqe->done(cx->cq, &wc[i]);
-		total += n;
-	} while (n == WC_BATCH);
-	return total;
+	if (n < 0)
+		rb_fatal("reactor %d: %s cq poll: %s", r->id, cx->ops->name, strerror(-n));
+	return n;
 }
 
 static int drain_ring(struct tgt_reactor *r)
