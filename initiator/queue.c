@@ -25,21 +25,6 @@
 #include "initiator.h"
 #include "log.h"
 
-static const char *wc_status_name(enum rb_wc_status st)
-{
-	switch (st) {
-	case RB_WC_SUCCESS: return "success";
-	case RB_WC_FLUSH_ERR: return "connection closed (flushed)";
-	case RB_WC_LOC_LEN_ERR: return "message longer than the posted receive";
-	case RB_WC_REM_ACCESS_ERR: return "remote access error";
-	case RB_WC_REM_OP_ERR: return "remote operation error";
-	case RB_WC_RETRY_EXC_ERR: return "peer unreachable (retries exceeded)";
-	case RB_WC_RNR_RETRY_EXC_ERR: return "peer had no receive posted (RNR retries exceeded)";
-	case RB_WC_GENERAL_ERR: return "general error";
-	}
-	return "unknown completion status";
-}
-
 /* ---- slots ------------------------------------------------------------- */
 
 static void slot_maybe_free(struct ini_queue *q, struct rb_slot *sl)
@@ -218,7 +203,7 @@ static void fail_wc(struct ini_queue *q, const char *what, const struct rb_wc *w
 	char why[160];
 
 	snprintf(why, sizeof(why), "%s completion: %s (vendor error %u)", what,
-		 wc_status_name(wc->status), wc->vendor_err);
+		 rb_wc_status_name(wc->status), wc->vendor_err);
 	ini_queue_fail(q, why);
 }
 

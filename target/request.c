@@ -86,9 +86,10 @@ static void wr_done_common(struct tgt_req *req, struct rb_wc *wc, const char *wh
 	q->wr_outstanding--;
 	if (wc->status != RB_WC_SUCCESS) {
 		if (wc->status != RB_WC_FLUSH_ERR)
-			rb_err("queue %u (peer %s, qp %u): %s for %s cid %u failed: status %d",
+			rb_err("queue %u (peer %s, qp %u): %s for %s cid %u failed: %s (status %d)",
 			       q->qid, q->peer, q->qpn, what, rb_opcode_name(req->cmd.opcode),
-			       rb_from_le16(req->cmd.cid), wc->status);
+			       rb_from_le16(req->cmd.cid), rb_wc_status_name(wc->status),
+			       wc->status);
 		tgt_queue_fail(q, "work request error");
 	}
 }
@@ -611,8 +612,8 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 	q->wr_outstanding--;
 	if (wc->status != RB_WC_SUCCESS) {
 		if (wc->status != RB_WC_FLUSH_ERR)
-			rb_err("queue %u (peer %s, qp %u): receive failed: status %d", q->qid,
-			       q->peer, q->qpn, wc->status);
+			rb_err("queue %u (peer %s, qp %u): receive failed: %s (status %d)", q->qid,
+			       q->peer, q->qpn, rb_wc_status_name(wc->status), wc->status);
 		/* A host that sent DISCONNECT may close as soon as it has the
 		 * answer, before our own close: that is no error. */
 		tgt_queue_fail(q, q->disconnect_requested ? "host sent DISCONNECT" :
