@@ -309,10 +309,10 @@ static void on_timer(struct tgt_reactor *r)
  */
 static bool reactor_quiet(const struct tgt_reactor *r, bool stop_seen)
 {
-	if (stop_seen || r->pending_buf || r->ack_overdue)
+	if (stop_seen || !rb_fifo_empty(&r->pending_buf) || r->ack_overdue)
 		return false;
 	for (const struct tgt_queue *q = r->queues; q; q = q->next)
-		if (q->parked || q->disconnect_requested)
+		if (!rb_fifo_empty(&q->parked) || q->disconnect_requested)
 			return false;
 	return true;
 }
@@ -455,8 +455,6 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 	r->id = id;
 	r->t = t;
 	rb_spin_init(&r->spin, &c->topts);
-	r->pending_buf_tail = &r->pending_buf;
-	r->pending_exec_tail = &r->pending_exec;
 	pthread_mutex_init(&r->inbox_lock, NULL);
 
 	ret = rb_bufpool_init(&r->pool, c->max_transfer, c->buffers);
