@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fifo.h"
 #include "spin.h"
 #include "transport.h"
 
@@ -47,6 +48,8 @@ struct rb_task {
 	struct rb_task *next; /* private */
 	bool queued; /* private */
 };
+
+RB_FIFO_DECLARE(rb_task_fifo, struct rb_task);
 
 /* Any thread: run t->fn on r soon.  t must stay valid until it ran and must
  * not be posted again before that. */
@@ -99,10 +102,10 @@ struct ini_reactor {
 	bool domain_lost; /* the CQ's device was removed: release it */
 
 	pthread_mutex_t inbox_lock;
-	struct rb_task *inbox_head, *inbox_tail;
-	struct rb_task *defer_head, *defer_tail;
+	struct rb_task_fifo inbox;
+	struct rb_task_fifo defer;
 	/* owner_only tasks deferred while another thread drove this reactor */
-	struct rb_task *owed_head, *owed_tail;
+	struct rb_task_fifo owed;
 	pthread_t owner; /* the reactor thread, once has_owner */
 	atomic_bool has_owner;
 
