@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "bufpool.h"
+#include "fifo.h"
 #include "reactor.h"
 #include "session.h"
 #include "spin.h"
@@ -33,6 +34,8 @@ struct ini_recv {
 	struct ini_queue *q;
 	struct rb_response *rsp;
 };
+
+RB_FIFO_DECLARE(rb_slot_waiter_fifo, struct rb_slot_waiter);
 
 struct ini_queue {
 	struct ini_session *s;
@@ -71,7 +74,7 @@ struct ini_queue {
 	char peer[320];
 	uint32_t qpn;
 
-	struct rb_slot_waiter *wait_head, *wait_tail;
+	struct rb_slot_waiter_fifo waiters;
 	struct rb_task reap_task; /* fail outstanding work after death */
 	struct rb_task wake_task; /* serve slot waiters */
 	struct rb_task kill_task; /* posted from another reactor: session lost */

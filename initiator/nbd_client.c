@@ -180,7 +180,7 @@ static void update_events(struct nbd_client *c)
 /* Done with everything after DISC or while draining: close. */
 static void maybe_finish(struct nbd_client *c)
 {
-	if (c->closed || c->nr_reqs || c->rq_head || c->out.len)
+	if (c->closed || c->nr_reqs || !rb_fifo_empty(&c->replies) || c->out.len)
 		return;
 	if (c->st == CS_TX_DISC)
 		client_close(c, "client disconnected (NBD_CMD_DISC)");
@@ -344,7 +344,7 @@ static bool client_stuck(const struct nbd_client *c, uint64_t since)
 		return true;
 	if (!c->out_blocked || c->sent_ms > since)
 		return false;
-	for (const struct nbd_req *req = c->rq_head; req; req = req->next)
+	for (const struct nbd_req *req = c->replies.head; req; req = req->next)
 		if (req->has_slots)
 			return true;
 	return false;
@@ -590,8 +590,8 @@ static int reply_iov(const struct nbd_client *c, const struct nbd_req *req, stru
 /* Account n written bytes against the reply queue. */
 static void replies_sent(struct nbd_client *c, size_t n)
 {
-	while (n && c->rq_head) {
-		struct nbd_req *req = c->rq_head;
+	while (n && !rb_fifo_empty(&c->replies)) {
+		struct nbd_req *req = c->replies.head;
 		size_t left = nbd_reply_len(req) - req->sent;
 
 		if (n < left) {
@@ -599,10 +599,7 @@ static void replies_sent(struct nbd_client *c, size_t n)
 			return;
 		}
 		n -= left;
-		c->rq_head = req->next;
-		if (!c->rq_head)
-			c->rq_tail = NULL;
-		nbd_req_release(req);
+		nbd_req_release(rb_fifo_pop(&c->replies));
 	}
 }
 
@@ -648,10 +645,10 @@ static void client_flush(struct nbd_client *c)
 		client_close(c, "handshake finished without an export");
 		return;
 	}
-	while (c->rq_head) {
+	while (!rb_fifo_empty(&c->replies)) {
 		int n = 0;
 
-		for (struct nbd_req *req = c->rq_head; req && n < IOV_BATCH; req = req->next)
+		for (struct nbd_req *req = c->replies.head; req && n < IOV_BATCH; req = req->next)
 			n += reply_iov(c, req, iov + n, IOV_BATCH - n);
 		if (!send_out(c, iov, n, &sent))
 			goto out;
@@ -688,6 +685,8 @@ static void client_gone(struct nbd_server *srv, bool accepted)
 
 static void client_close(struct nbd_client *c, const char *why)
 {
+	struct nbd_req *req;
+
 	if (c->closed)
 		return;
 	c->closed = true;
@@ -702,13 +701,8 @@ static void client_close(struct nbd_client *c, const char *why)
 		nbd_req_release(c->req);
 		c->req = NULL;
 	}
-	while (c->rq_head) {
-		struct nbd_req *req = c->rq_head;
-
-		c->rq_head = req->next;
+	while ((req = rb_fifo_pop(&c->replies)))
 		nbd_req_release(req);
-	}
-	c->rq_tail = NULL;
 	client_gone(c->srv, c->handshake);
 	rb_reactor_defer(c->r, &c->free_task);
 }

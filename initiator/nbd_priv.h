@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fifo.h"
 #include "nbd_proto.h"
 #include "nbd_server.h"
 #include "session.h"
@@ -47,6 +48,8 @@ struct nbd_req {
 	struct nbd_req *next; /* reply queue or free list */
 	struct rb_slot *slots[]; /* srv->max_slots */
 };
+
+RB_FIFO_DECLARE(nbd_req_fifo, struct nbd_req);
 
 struct nbd_rctx {
 	struct nbd_server *srv;
@@ -101,7 +104,7 @@ struct nbd_client {
 
 	struct nbd_req *req; /* waiting for slots, payload, or discard */
 	uint32_t payload_got;
-	struct nbd_req *rq_head, *rq_tail; /* replies ready to write */
+	struct nbd_req_fifo replies; /* ready to write */
 	struct nbd_req *free_reqs;
 	unsigned int nr_reqs; /* requests not yet fully replied */
 	unsigned int nr_io; /* submitted to the session, done() not yet run */

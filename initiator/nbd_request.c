@@ -59,12 +59,7 @@ void nbd_req_queue_reply(struct nbd_client *c, struct nbd_req *req, uint32_t nbd
 	req->reply.magic = htobe32(NBD_SIMPLE_REPLY_MAGIC);
 	req->reply.error = htobe32(nbd_err);
 	req->sent = 0;
-	req->next = NULL;
-	if (c->rq_tail)
-		c->rq_tail->next = req;
-	else
-		c->rq_head = req;
-	c->rq_tail = req;
+	rb_fifo_push(&c->replies, req);
 	rb_reactor_defer(c->r, &c->flush_task);
 }
 

@@ -17,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "listen_pause.h"
 #include "log.h"
 #include "nbd_device.h"
 #include "nbd_server.h"
@@ -25,63 +26,51 @@
 #define DETACH_WAIT_MS 5000u /* for the kernel to drop /dev/nbdN */
 #define KDEV_CHECK_MS 2000u /* how often to look whether /dev/nbdN is still ours */
 #define RESCAN_MS 1000u /* how often the transport looks for removed devices */
-#define ACCEPT_PAUSE_MS 1000u /* an NBD listener's rest when out of descriptors */
 
 /*
  * Out of descriptors (or memory) the connection stays in the backlog and
  * the listener readable: watched, it would wake the loop straight away.
  * Take it off the epoll set for a while; one log line per pause.
  */
-static void pause_listener(int epfd, const struct nbd_listeners *ls, int fd, int err,
-			   uint64_t *paused_until)
+static void pause_listener(const struct nbd_listeners *ls, int fd, int err,
+			   struct rb_listen_pause *pause)
 {
 	char name[128];
-	int i = 0;
+	int i = 0, ret;
 
 	while (i < ls->nr && ls->fds[i] != fd)
 		i++;
 	if (i == ls->nr)
 		return; /* not a listener */
 	nbd_listener_name(fd, name, sizeof(name));
-	if (epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) < 0) {
+	ret = rb_listen_pause(&pause[i], rb_now_ms(), RB_LISTEN_PAUSE_MS);
+	if (ret < 0) {
 		rb_err("nbd listener %s: cannot pause it (epoll_ctl del: %s) after accept: %s",
-		       name, strerror(errno), strerror(-err));
+		       name, strerror(-ret), strerror(-err));
 		return;
 	}
 	rb_warn("nbd listener %s: accept: %s; accepting again in %u ms", name, strerror(-err),
-		ACCEPT_PAUSE_MS);
-	paused_until[i] = rb_now_ms() + ACCEPT_PAUSE_MS;
+		RB_LISTEN_PAUSE_MS);
 }
 
 /* Watch the listeners whose pause is over again; returns the longest the
  * main loop may sleep so that the next one resumes on time. */
-static int resume_listeners(int epfd, const struct nbd_listeners *ls, uint64_t *paused_until)
+static int resume_listeners(const struct nbd_listeners *ls, struct rb_listen_pause *pause)
 {
 	uint64_t now = rb_now_ms();
 	int wait_ms = (int)RESCAN_MS;
 
 	for (int i = 0; i < ls->nr; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.fd = ls->fds[i] };
+		int ret = rb_listen_resume(&pause[i], now, RB_LISTEN_PAUSE_MS, &wait_ms);
 
-		if (!paused_until[i])
-			continue;
-		if (now < paused_until[i]) {
-			if (paused_until[i] - now < (uint64_t)wait_ms)
-				wait_ms = (int)(paused_until[i] - now);
-			continue;
-		}
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls->fds[i], &ev) < 0) {
+		if (ret < 0) {
 			char name[128];
-			int e = errno;
 
 			nbd_listener_name(ls->fds[i], name, sizeof(name));
 			rb_err("nbd listener %s: cannot resume it (epoll_ctl add: %s); trying "
 			       "again in %u ms",
-			       name, strerror(e), ACCEPT_PAUSE_MS);
-			paused_until[i] = now + ACCEPT_PAUSE_MS;
-			continue;
+			       name, strerror(-ret), RB_LISTEN_PAUSE_MS);
 		}
-		paused_until[i] = 0;
 	}
 	return wait_ms;
 }
@@ -95,7 +84,7 @@ int nbd_serve(const struct rb_session_params *p, const struct nbd_serve_cfg *cfg
 	struct epoll_event ev;
 	uint32_t drain_ms;
 	uint64_t next_scan, next_kdev;
-	uint64_t paused_until[NBD_MAX_LISTEN] = { 0 }; /* per listener, 0 = watched */
+	struct rb_listen_pause pause[NBD_MAX_LISTEN]; /* per listener */
 	int epfd = -1, wait_ms = (int)RESCAN_MS, ret;
 
 	/* Sockets first: a bad or busy address fails before we touch the
@@ -127,6 +116,7 @@ int nbd_serve(const struct rb_session_params *p, const struct nbd_serve_cfg *cfg
 		ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = ls.fds[i] };
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls.fds[i], &ev) < 0)
 			goto out_errno;
+		rb_listen_pause_init(&pause[i], epfd, ls.fds[i], &ev);
 	}
 	ret = rb_session_start(s);
 	if (ret)
@@ -167,7 +157,7 @@ int nbd_serve(const struct rb_session_params *p, const struct nbd_serve_cfg *cfg
 			p->ops->rescan();
 			nbd_server_tick(srv);
 		}
-		wait_ms = resume_listeners(epfd, &ls, paused_until);
+		wait_ms = resume_listeners(&ls, pause);
 		/* With a kernel device, look now and then whether someone else
 		 * disconnected it: then there is nothing left to serve. */
 		if (kdev && now >= next_kdev) {
@@ -187,7 +177,7 @@ int nbd_serve(const struct rb_session_params *p, const struct nbd_serve_cfg *cfg
 					stop = true;
 				}
 			} else if ((err = nbd_server_accept(srv, evs[i].data.fd))) {
-				pause_listener(epfd, &ls, evs[i].data.fd, err, paused_until);
+				pause_listener(&ls, evs[i].data.fd, err, pause);
 			}
 		}
 		if (stop)

@@ -25,21 +25,6 @@
 #include "initiator.h"
 #include "log.h"
 
-static const char *wc_status_name(enum rb_wc_status st)
-{
-	switch (st) {
-	case RB_WC_SUCCESS: return "success";
-	case RB_WC_FLUSH_ERR: return "connection closed (flushed)";
-	case RB_WC_LOC_LEN_ERR: return "message longer than the posted receive";
-	case RB_WC_REM_ACCESS_ERR: return "remote access error";
-	case RB_WC_REM_OP_ERR: return "remote operation error";
-	case RB_WC_RETRY_EXC_ERR: return "peer unreachable (retries exceeded)";
-	case RB_WC_RNR_RETRY_EXC_ERR: return "peer had no receive posted (RNR retries exceeded)";
-	case RB_WC_GENERAL_ERR: return "general error";
-	}
-	return "unknown completion status";
-}
-
 /* ---- slots ------------------------------------------------------------- */
 
 static void slot_maybe_free(struct ini_queue *q, struct rb_slot *sl)
@@ -48,7 +33,7 @@ static void slot_maybe_free(struct ini_queue *q, struct rb_slot *sl)
 		return;
 	sl->free = true;
 	q->free_stack[q->nr_free++] = sl->cid;
-	if (q->wait_head)
+	if (!rb_fifo_empty(&q->waiters))
 		rb_reactor_defer(q->r, &q->wake_task);
 }
 
@@ -112,7 +97,7 @@ int rb_queue_slots_get(struct ini_queue *q, unsigned int n, struct rb_slot **out
 		return -EINVAL;
 	/* FIFO: a parked waiter goes first, or big requests would starve.
 	 * A stalled target frees nothing: fail now rather than after a wait. */
-	if (q->wait_head || q->nr_free < n)
+	if (!rb_fifo_empty(&q->waiters) || q->nr_free < n)
 		return q->stalled ? -EIO : -EAGAIN;
 	for (unsigned int i = 0; i < n; i++)
 		out[i] = slot_alloc(q);
@@ -123,7 +108,7 @@ int rb_queue_slots_get(struct ini_queue *q, unsigned int n, struct rb_slot **out
  * slot waiters and held answers need that wakeup. */
 bool ini_queue_waits_for_send(const struct ini_queue *q)
 {
-	return q->wait_head != NULL || q->nr_answered;
+	return !rb_fifo_empty(&q->waiters) || q->nr_answered;
 }
 
 void rb_queue_slots_put(struct ini_queue *q, unsigned int n, struct rb_slot **slots)
@@ -137,44 +122,32 @@ void rb_queue_slots_put(struct ini_queue *q, unsigned int n, struct rb_slot **sl
 void rb_queue_slots_wait(struct ini_queue *q, struct rb_slot_waiter *w)
 {
 	w->deadline_ms = rb_now_ms() + q->timeout_ms;
-	w->next = NULL;
 	w->queued = true;
-	if (q->wait_tail)
-		q->wait_tail->next = w;
-	else
-		q->wait_head = w;
-	q->wait_tail = w;
+	rb_fifo_push(&q->waiters, w);
 	/* Slots may be free already, or the queue dead: answer from the loop. */
 	rb_reactor_defer(q->r, q->dead ? &q->reap_task : &q->wake_task);
 }
 
 void rb_queue_slots_cancel(struct ini_queue *q, struct rb_slot_waiter *w)
 {
-	struct rb_slot_waiter **pp = &q->wait_head, *prev = NULL;
+	struct rb_slot_waiter *prev = NULL, *p = q->waiters.head;
 
 	if (!w->queued)
 		return;
-	while (*pp && *pp != w) {
-		prev = *pp;
-		pp = &(*pp)->next;
+	while (p && p != w) {
+		prev = p;
+		p = p->next;
 	}
-	if (*pp) {
-		*pp = w->next;
-		if (q->wait_tail == w)
-			q->wait_tail = prev;
-	}
+	if (p)
+		rb_fifo_unlink(&q->waiters, prev, w);
 	w->queued = false;
 	w->next = NULL;
 }
 
 static struct rb_slot_waiter *waiter_pop(struct ini_queue *q)
 {
-	struct rb_slot_waiter *w = q->wait_head;
+	struct rb_slot_waiter *w = rb_fifo_pop(&q->waiters);
 
-	q->wait_head = w->next;
-	if (!q->wait_head)
-		q->wait_tail = NULL;
-	w->next = NULL;
 	w->queued = false;
 	return w;
 }
@@ -183,10 +156,10 @@ static void wake_waiters(struct rb_task *t)
 {
 	struct ini_queue *q = rb_container_of(t, struct ini_queue, wake_task);
 
-	while (q->wait_head && !q->dead) {
+	while (!rb_fifo_empty(&q->waiters) && !q->dead) {
 		struct rb_slot_waiter *w;
 
-		if (q->nr_free >= q->wait_head->n) {
+		if (q->nr_free >= q->waiters.head->n) {
 			w = waiter_pop(q);
 			for (unsigned int i = 0; i < w->n; i++)
 				w->slots[i] = slot_alloc(q);
@@ -218,7 +191,7 @@ static void fail_wc(struct ini_queue *q, const char *what, const struct rb_wc *w
 	char why[160];
 
 	snprintf(why, sizeof(why), "%s completion: %s (vendor error %u)", what,
-		 wc_status_name(wc->status), wc->vendor_err);
+		 rb_wc_status_name(wc->status), wc->vendor_err);
 	ini_queue_fail(q, why);
 }
 
@@ -375,7 +348,7 @@ void ini_queue_fail_inflight(struct ini_queue *q)
 			io_chunk_done(io, -EIO, 0, 0);
 		slot_maybe_free(q, sl);
 	}
-	while (q->wait_head) {
+	while (!rb_fifo_empty(&q->waiters)) {
 		struct rb_slot_waiter *w = waiter_pop(q);
 
 		w->fn(w, -EIO);
@@ -604,7 +577,7 @@ void ini_queue_tick(struct ini_queue *q, uint64_t now)
 				rb_warn("%s: queue %u: target not answering; requests that find no "
 					"free slot fail with EIO until it does",
 					q->s->target, q->qid);
-				if (q->wait_head)
+				if (!rb_fifo_empty(&q->waiters))
 					rb_reactor_defer(q->r, &q->wake_task);
 			}
 			if (io)
@@ -612,7 +585,7 @@ void ini_queue_tick(struct ini_queue *q, uint64_t now)
 		}
 	}
 	/* Waiters share one timeout, so the oldest expires first. */
-	while (q->wait_head && now >= q->wait_head->deadline_ms) {
+	while (!rb_fifo_empty(&q->waiters) && now >= q->waiters.head->deadline_ms) {
 		struct rb_slot_waiter *w = waiter_pop(q);
 
 		rb_warn("%s: queue %u: no free command slot within %u ms", q->s->target, q->qid,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "checked.h"
+#include "clock.h"
 #include "reactor.h"
 #include "log.h"
 #include "thread.h"
@@ -26,10 +27,7 @@
 
 uint64_t rb_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return rb_clock_ms();
 }
 
 int rb_reactor_id(const struct ini_reactor *r)
@@ -61,23 +59,12 @@ void rb_reactor_del(struct ini_reactor *r, int fd)
 	epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-/* A task list: head, and tail pointing at the last task (NULL if empty). */
-static void task_append(struct rb_task **head, struct rb_task **tail, struct rb_task *t)
-{
-	t->next = NULL;
-	if (*tail)
-		(*tail)->next = t;
-	else
-		*head = t;
-	*tail = t;
-}
-
 void rb_reactor_post(struct ini_reactor *r, struct rb_task *t)
 {
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&r->inbox_lock);
-	task_append(&r->inbox_head, &r->inbox_tail, t);
+	rb_fifo_push(&r->inbox, t);
 	pthread_mutex_unlock(&r->inbox_lock);
 	if (write(r->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		rb_err("reactor %d: wake: %s", r->id, strerror(errno));
@@ -88,7 +75,7 @@ void rb_reactor_defer(struct ini_reactor *r, struct rb_task *t)
 	if (t->queued)
 		return;
 	t->queued = true;
-	task_append(&r->defer_head, &r->defer_tail, t);
+	rb_fifo_push(&r->defer, t);
 }
 
 /* Another thread drives this reactor (recovery, or a test). */
@@ -101,35 +88,25 @@ static bool off_owner(const struct ini_reactor *r)
 static void owe(struct ini_reactor *r, struct rb_task *t)
 {
 	t->queued = true;
-	task_append(&r->owed_head, &r->owed_tail, t);
+	rb_fifo_push(&r->owed, t);
 }
 
 /* Owed tasks go back to the front of the deferred ones, in their order. */
 static void take_owed(struct ini_reactor *r)
 {
-	if (!r->owed_head)
-		return;
-	r->owed_tail->next = r->defer_head;
-	if (!r->defer_head)
-		r->defer_tail = r->owed_tail;
-	r->defer_head = r->owed_head;
-	r->owed_head = r->owed_tail = NULL;
+	rb_fifo_splice(&r->owed, &r->defer); /* owed, then deferred */
+	rb_fifo_splice(&r->defer, &r->owed);
 }
 
 /* Returns the number of tasks run. */
 static int run_deferred(struct ini_reactor *r)
 {
+	struct rb_task *t;
 	int n = 0;
 
-	if (r->owed_head && !off_owner(r))
+	if (!rb_fifo_empty(&r->owed) && !off_owner(r))
 		take_owed(r);
-	while (r->defer_head) {
-		struct rb_task *t = r->defer_head;
-
-		r->defer_head = t->next;
-		if (!r->defer_head)
-			r->defer_tail = NULL;
-		t->next = NULL;
+	while ((t = rb_fifo_pop(&r->defer))) {
 		if (t->owner_only && off_owner(r)) {
 			owe(r, t);
 			continue;
@@ -144,21 +121,14 @@ static int run_deferred(struct ini_reactor *r)
 /* Poll until the CQ is empty; returns completions handled. */
 static int drain_cq(struct ini_reactor *r)
 {
-	struct rb_wc wc[INI_WC_BATCH];
-	int n, total = 0;
+	int n;
 
 	if (!r->cq)
 		return 0;
-	do {
-		n = r->ops->cq_poll(r->cq, wc, INI_WC_BATCH);
-		/* A CQ that cannot be polled strands every queue on it. */
-		if (n < 0)
-			rb_fatal("reactor %d: %s cq poll: %s", r->id, r->ops->name, strerror(-n));
-		for (int i = 0; i < n; i++)
-			wc[i].cqe->done(r->cq, &wc[i]);
-		total += n;
-	} while (n == INI_WC_BATCH);
-	return total;
+	n = rb_cq_drain(r->ops, r->cq);
+	if (n < 0)
+		rb_fatal("reactor %d: %s cq poll: %s", r->id, r->ops->name, strerror(-n));
+	return n;
 }
 
 /*
@@ -236,24 +206,20 @@ static void on_cq(struct rb_poll *p, uint32_t events)
 static void on_wake(struct rb_poll *p, uint32_t events)
 {
 	struct ini_reactor *r = rb_container_of(p, struct ini_reactor, wake_poll);
+	struct rb_task_fifo posted = { 0 };
 	struct rb_task *t;
 	uint64_t v;
 
 	if (read(r->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		rb_err("reactor %d: wake read: %s", r->id, strerror(errno));
 	pthread_mutex_lock(&r->inbox_lock);
-	t = r->inbox_head;
-	r->inbox_head = r->inbox_tail = NULL;
+	rb_fifo_splice(&posted, &r->inbox);
 	pthread_mutex_unlock(&r->inbox_lock);
-	while (t) {
-		struct rb_task *next = t->next;
-
-		t->next = NULL;
+	while ((t = rb_fifo_pop(&posted))) {
 		if (t->owner_only && off_owner(r))
 			owe(r, t);
 		else
 			t->fn(t);
-		t = next;
 	}
 }
 
@@ -415,7 +381,7 @@ static void *reactor_main(void *arg)
 	settle(r, true);
 	while (!atomic_load(&r->stop)) {
 		/* settle() is bounded: do not sleep on work it left queued. */
-		bool now = rb_spin_wait_polls(&r->spin) || r->defer_head ||
+		bool now = rb_spin_wait_polls(&r->spin) || !rb_fifo_empty(&r->defer) ||
 			   (r->cq && r->ops->cq_prepare_wait(r->cq, reactor_quiet(r)) > 0);
 		int n = epoll_wait(r->epfd, evs, EV_BATCH, now ? 0 : -1);
 

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fifo.h"
 #include "spin.h"
 #include "transport.h"
 
@@ -48,6 +49,8 @@ struct rb_task {
 	bool queued; /* private */
 };
 
+RB_FIFO_DECLARE(rb_task_fifo, struct rb_task);
+
 /* Any thread: run t->fn on r soon.  t must stay valid until it ran and must
  * not be posted again before that. */
 void rb_reactor_post(struct ini_reactor *r, struct rb_task *t);
@@ -55,12 +58,10 @@ void rb_reactor_post(struct ini_reactor *r, struct rb_task *t);
  * a task already queued is not queued twice). */
 void rb_reactor_defer(struct ini_reactor *r, struct rb_task *t);
 int rb_reactor_id(const struct ini_reactor *r);
-/* CLOCK_MONOTONIC milliseconds. */
+/* rb_clock_ms(), behind a function that unit tests replace to move time. */
 uint64_t rb_now_ms(void);
 
 /* ---- the session layer's ------------------------------------------------- */
-
-#define INI_WC_BATCH 32
 
 /* What the loop asks of a queue it owns; every op is required. */
 struct ini_reactor_queue;
@@ -101,10 +102,10 @@ struct ini_reactor {
 	bool domain_lost; /* the CQ's device was removed: release it */
 
 	pthread_mutex_t inbox_lock;
-	struct rb_task *inbox_head, *inbox_tail;
-	struct rb_task *defer_head, *defer_tail;
+	struct rb_task_fifo inbox;
+	struct rb_task_fifo defer;
 	/* owner_only tasks deferred while another thread drove this reactor */
-	struct rb_task *owed_head, *owed_tail;
+	struct rb_task_fifo owed;
 	pthread_t owner; /* the reactor thread, once has_owner */
 	atomic_bool has_owner;
 

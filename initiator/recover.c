@@ -133,9 +133,9 @@ static void requeue_waiters(struct ini_queue *q)
 {
 	uint64_t deadline = rb_now_ms() + q->timeout_ms;
 
-	for (struct rb_slot_waiter *w = q->wait_head; w; w = w->next)
+	for (struct rb_slot_waiter *w = q->waiters.head; w; w = w->next)
 		w->deadline_ms = deadline;
-	if (q->wait_head)
+	if (!rb_fifo_empty(&q->waiters))
 		rb_reactor_defer(q->r, &q->wake_task);
 }
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "checked.h"
+#include "clock.h"
 #include "log.h"
 #include "spin.h"
 #include "ublk_priv.h"
@@ -305,7 +306,7 @@ static void handle_cqe(struct ublk_queue *uq, uint64_t user_data, int res)
 	if (res == UBLK_IO_RES_OK) {
 		t->retried = false;
 		if (uq->failed) {
-			uq->last_req_ns = rb_spin_clock_ns();
+			uq->last_req_ns = rb_clock_ns();
 			tag_commit(t, -EIO);
 		} else {
 			tag_request(t);
@@ -476,7 +477,7 @@ static void queue_teardown(struct ublk_queue *uq)
 static void queue_failing(struct ublk_queue *uq)
 {
 	if (!uq->failed)
-		uq->fail_since_ns = uq->last_req_ns = rb_spin_clock_ns();
+		uq->fail_since_ns = uq->last_req_ns = rb_clock_ns();
 	uq->failed = true;
 	rb_reactor_defer(uq->r, &uq->fail_task);
 }
@@ -539,7 +540,7 @@ static void fail_task(struct rb_task *task)
 	 * the commits queued must reach the driver before the ring goes. */
 	on_ring(&uq->poll, 0);
 	io_uring_submit(&uq->ring);
-	now = rb_spin_clock_ns();
+	now = rb_clock_ns();
 	if (now - uq->fail_since_ns < FAIL_WAIT_NS && now - uq->last_req_ns < FAIL_QUIET_NS &&
 	    fail_again_in(uq, uq->last_req_ns + FAIL_QUIET_NS - now))
 		return;

@@ -40,12 +40,6 @@ struct rb_spin {
 	uint64_t since_ns;  /* start of the current polling streak */
 };
 
-/* Old name of rb_clock_ns: goes once initiator/ublk_io.c uses that. */
-static inline uint64_t rb_spin_clock_ns(void)
-{
-	return rb_clock_ns();
-}
-
 static inline void rb_spin_init(struct rb_spin *s, const struct rb_transport_opts *o)
 {
 	s->always = o->busy_poll != 0;

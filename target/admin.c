@@ -176,7 +176,7 @@ static void admin_connect(struct tgt_req *req)
 			q->peer, cr->hostid, (unsigned long long)old_id);
 		q->connect_req = req;
 		q->replacing = old;
-		q->replace_deadline_ns = tgt_now_ns() + PREDECESSOR_WAIT_NS;
+		q->replace_deadline_ns = rb_clock_ns() + PREDECESSOR_WAIT_NS;
 		req->state = REQ_WAIT_PREDECESSOR;
 		q->r->nr_replacing++;
 		return;

@@ -18,17 +18,17 @@
 #include <unistd.h>
 
 #include "checked.h"
+#include "listen_pause.h"
 #include "log.h"
 #include "target.h"
 
 #define RESCAN_NS 1000000000ull
-#define ACCEPT_PAUSE_NS 1000000000ull
 
 struct listener {
 	const struct rb_transport_ops *ops;
 	struct rb_listener *l;
 	const struct rb_listen_addr *addr;
-	uint64_t paused_until; /* out of descriptors: off the epoll set until then */
+	struct rb_listen_pause pause; /* out of descriptors: off the epoll set */
 };
 
 static void usage(FILE *f)
@@ -58,7 +58,7 @@ static int write_pidfile(const char *path)
 static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *conn,
 		     const void *priv, size_t priv_len, unsigned int *rr)
 {
-	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC), .version = rb_le16(RB_PROTO_VERSION) };
+	struct rb_cm_rej rej;
 	struct tgt_conn_msg *m;
 	const struct rb_cm_req *cr = priv;
 	struct rb_validate_err err;
@@ -73,13 +73,13 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 		rb_warn("%s peer %s: connection request rejected: %s (field %s = %llu)",
 			ls->ops->name, peer, rb_reject_name(reason), err.field,
 			(unsigned long long)err.value);
-		rej.reason = rb_le16(reason);
+		rej = rb_cm_rej_make(reason);
 		ls->ops->reject(conn, &rej, sizeof(rej));
 		return;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		rej.reason = rb_le16(RB_REJ_NO_RESOURCES);
+		rej = rb_cm_rej_make(RB_REJ_NO_RESOURCES);
 		ls->ops->reject(conn, &rej, sizeof(rej));
 		return;
 	}
@@ -94,7 +94,7 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 		tgt_reactor_post_conn(&t->reactors[(*rr)++ % (unsigned int)t->nr_reactors], m);
 }
 
-static void accept_all(struct tgt_target *t, struct listener *ls, int epfd, unsigned int *rr)
+static void accept_all(struct tgt_target *t, struct listener *ls, unsigned int *rr)
 {
 	for (;;) {
 		struct rb_conn *conn;
@@ -108,12 +108,11 @@ static void accept_all(struct tgt_target *t, struct listener *ls, int epfd, unsi
 			/* EMFILE and the like: the connection stays in the backlog
 			 * and the listener readable, so trying again at once would
 			 * spin.  Leave it alone for a while. */
-			rb_warn("%s listener: %s; not accepting for %llu ms", ls->ops->name,
-				strerror(-ret), ACCEPT_PAUSE_NS / 1000000ull);
-			if (epoll_ctl(epfd, EPOLL_CTL_DEL, ls->ops->listener_fd(ls->l), NULL) < 0)
-				rb_err("listener epoll_ctl del: %s", strerror(errno));
-			else
-				ls->paused_until = tgt_now_ns() + ACCEPT_PAUSE_NS;
+			rb_warn("%s listener: %s; not accepting for %u ms", ls->ops->name,
+				strerror(-ret), RB_LISTEN_PAUSE_MS);
+			ret = rb_listen_pause(&ls->pause, rb_clock_ms(), RB_LISTEN_PAUSE_MS);
+			if (ret < 0)
+				rb_err("listener epoll_ctl del: %s", strerror(-ret));
 			return;
 		}
 		hand_off(t, ls, conn, priv, priv_len, rr);
@@ -142,6 +141,7 @@ static int open_listeners(struct tgt_target *t, struct listener *ls, int epfd)
 		}
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls[i].ops->listener_fd(ls[i].l), &ev) < 0)
 			return -errno;
+		rb_listen_pause_init(&ls[i].pause, epfd, ls[i].ops->listener_fd(ls[i].l), &ev);
 		rb_info("listening on %s://%s:%u", a->transport, a->ep.host, a->ep.port);
 	}
 	return 0;
@@ -171,7 +171,7 @@ static void notify_ready(struct tgt_target *t)
 /* SIGHUP: re-read the configuration, telling systemd while it happens. */
 static void reload(struct tgt_target *t, const char *config, bool keep_log_level)
 {
-	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)tgt_now_ns() / 1000);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)rb_clock_ns() / 1000);
 	rb_info("SIGHUP: reloading %s", config);
 	tgt_reload(t, config, keep_log_level);
 	notify_ready(t);
@@ -180,7 +180,7 @@ static void reload(struct tgt_target *t, const char *config, bool keep_log_level
 /* Once a second: let each listener's transport notice removed devices. */
 static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 {
-	uint64_t now = tgt_now_ns();
+	uint64_t now = rb_clock_ns();
 
 	if (now < *next_ns)
 		return;
@@ -189,22 +189,20 @@ static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 		ls[i].ops->rescan();
 }
 
-static void resume_listeners(struct tgt_target *t, struct listener *ls, int epfd)
+/* Watch the listeners whose pause is over again; returns the longest the
+ * main loop may sleep so that the next one resumes on time. */
+static int resume_listeners(struct tgt_target *t, struct listener *ls)
 {
-	uint64_t now = tgt_now_ns();
+	uint64_t now = rb_clock_ms();
+	int wait_ms = (int)(RESCAN_NS / 1000000);
 
 	for (int i = 0; i < t->conf.nr_listen; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i + 1 };
+		int ret = rb_listen_resume(&ls[i].pause, now, RB_LISTEN_PAUSE_MS, &wait_ms);
 
-		if (!ls[i].paused_until || now < ls[i].paused_until)
-			continue;
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ls[i].ops->listener_fd(ls[i].l), &ev) < 0) {
-			rb_err("listener epoll_ctl add: %s", strerror(errno));
-			ls[i].paused_until = now + ACCEPT_PAUSE_NS;
-			continue;
-		}
-		ls[i].paused_until = 0;
+		if (ret < 0)
+			rb_err("listener epoll_ctl add: %s", strerror(-ret));
 	}
+	return wait_ms;
 }
 
 /* The main thread's loop: accept connections until SIGTERM/SIGINT. */
@@ -213,22 +211,23 @@ static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd,
 {
 	struct epoll_event evs[8];
 	unsigned int rr = 0;
-	uint64_t next_scan = tgt_now_ns() + RESCAN_NS;
+	uint64_t next_scan = rb_clock_ns() + RESCAN_NS;
+	int wait_ms = (int)(RESCAN_NS / 1000000);
 
 	for (;;) {
-		int n = epoll_wait(epfd, evs, 8, RESCAN_NS / 1000000);
+		int n = epoll_wait(epfd, evs, 8, wait_ms);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
 		rescan(t, ls, &next_scan);
-		resume_listeners(t, ls, epfd);
+		wait_ms = resume_listeners(t, ls);
 		for (int i = 0; i < n; i++) {
 			struct signalfd_siginfo si;
 
 			if (evs[i].data.u32 != 0) {
-				accept_all(t, &ls[evs[i].data.u32 - 1], epfd, &rr);
+				accept_all(t, &ls[evs[i].data.u32 - 1], &rr);
 				continue;
 			}
 			if (read(sfd, &si, sizeof(si)) != sizeof(si))

@@ -18,9 +18,7 @@
 
 static void reject(const struct tgt_conn_msg *m, uint16_t reason)
 {
-	struct rb_cm_rej rej = { .magic = rb_le32(RB_MAGIC),
-				 .version = rb_le16(RB_PROTO_VERSION),
-				 .reason = rb_le16(reason) };
+	struct rb_cm_rej rej = rb_cm_rej_make(reason);
 	char peer[128];
 
 	m->ops->conn_peer(m->conn, peer, sizeof(peer));
@@ -159,9 +157,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	if (qid == 0)
 		q->incapsule = 0; /* admin commands carry data by key only */
 	q->max_rd = 16;
-	q->pending_read_tail = &q->pending_read;
-	q->parked_tail = &q->parked;
-	q->last_cmd_ns = tgt_now_ns();
+	q->last_cmd_ns = rb_clock_ns();
 	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
 	q->cx = cx;
 	ret = queue_alloc(q);
@@ -219,8 +215,7 @@ void tgt_queue_fail(struct tgt_queue *q, const char *why)
 		return;
 	q->dead = true;
 	/* Parked commands are dropped unanswered, like those in flight. */
-	q->parked = NULL;
-	q->parked_tail = &q->parked;
+	memset(&q->parked, 0, sizeof(q->parked));
 	rb_info("%s peer %s: queue %u (qp %u) closing: %s", q->cx->ops->name, q->peer, q->qid,
 		q->qpn, why);
 	/* Admin queue loss ends the session (NVMe-oF controller semantics). */
@@ -239,18 +234,18 @@ static void unlink_queue(struct tgt_queue *q)
 		*pp = q->next;
 }
 
-/* Unlink q's requests from a reactor pending list and fix its tail. */
-static void drop_pending(struct tgt_req **head, struct tgt_req ***tail, const struct tgt_queue *q)
+/* Unlink q's requests from a reactor pending list. */
+static void drop_pending(struct tgt_req_fifo *f, const struct tgt_queue *q)
 {
-	struct tgt_req **pp = head;
+	struct tgt_req *prev = NULL, *req, *next;
 
-	while (*pp) {
-		if ((*pp)->q == q)
-			*pp = (*pp)->next;
+	for (req = f->head; req; req = next) {
+		next = req->next;
+		if (req->q == q)
+			rb_fifo_unlink(f, prev, req);
 		else
-			pp = &(*pp)->next;
+			prev = req;
 	}
-	*tail = pp;
 }
 
 void tgt_queue_maybe_destroy(struct tgt_queue *q)
@@ -260,8 +255,8 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 	unlink_queue(q);
 	/* Requests waiting for a pool buffer or SQ space are not in flight:
 	 * drop them from the reactor's pending lists before freeing. */
-	drop_pending(&q->r->pending_buf, &q->r->pending_buf_tail, q);
-	drop_pending(&q->r->pending_exec, &q->r->pending_exec_tail, q);
+	drop_pending(&q->r->pending_buf, q);
+	drop_pending(&q->r->pending_exec, q);
 	for (uint32_t i = 0; i < q->nr_reqs; i++) {
 		struct tgt_req *req = &q->reqs[i];
 

@@ -24,20 +24,11 @@
 #include "uring.h"
 
 #define RING_ENTRIES 256
-#define WC_BATCH 32
 #define CQE_BATCH 64
 #define DRAIN_TIMEOUT_NS (10ull * 1000000000ull)
 
 /* epoll data tags: small integers; CQ contexts are 16 + index. */
 enum { EV_WAKE = 1, EV_RING = 2, EV_TIMER = 3, EV_CQ_BASE = 16 };
-
-uint64_t tgt_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r)
 {
@@ -189,19 +180,11 @@ void tgt_reactor_post_conn(struct tgt_reactor *r, struct tgt_conn_msg *m)
 
 static int drain_cq(struct tgt_reactor *r, struct tgt_cqctx *cx)
 {
-	struct rb_wc wc[WC_BATCH];
-	int n, total = 0;
+	int n = rb_cq_drain(cx->ops, cx->cq);
 
-	do {
-		n = cx->ops->cq_poll(cx->cq, wc, WC_BATCH);
-		/* A CQ that cannot be polled strands every queue on it. */
-		if (n < 0)
-			rb_fatal("reactor %d: %s cq poll: %s", r->id, cx->ops->name, strerror(-n));
-		for (int i = 0; i < n; i++)
-			wc[i].cqe->done(cx->cq, &wc[i]);
-		total += n;
-	} while (n == WC_BATCH);
-	return total;
+	if (n < 0)
+		rb_fatal("reactor %d: %s cq poll: %s", r->id, cx->ops->name, strerror(-n));
+	return n;
 }
 
 static int drain_ring(struct tgt_reactor *r)
@@ -297,7 +280,7 @@ static bool ring_notify(struct tgt_reactor *r, bool on)
 
 static void on_timer(struct tgt_reactor *r)
 {
-	uint64_t now = tgt_now_ns();
+	uint64_t now = rb_clock_ns();
 	struct tgt_queue *q, *next;
 
 	r->tick++;
@@ -326,10 +309,10 @@ static void on_timer(struct tgt_reactor *r)
  */
 static bool reactor_quiet(const struct tgt_reactor *r, bool stop_seen)
 {
-	if (stop_seen || r->pending_buf || r->ack_overdue)
+	if (stop_seen || !rb_fifo_empty(&r->pending_buf) || r->ack_overdue)
 		return false;
 	for (const struct tgt_queue *q = r->queues; q; q = q->next)
-		if (q->parked || q->disconnect_requested)
+		if (!rb_fifo_empty(&q->parked) || q->disconnect_requested)
 			return false;
 	return true;
 }
@@ -400,17 +383,17 @@ static void reactor_loop(struct tgt_reactor *r)
 		}
 		work += reactor_round(r);
 		if (r->nr_replacing)
-			tgt_admin_poll_replacing(r, tgt_now_ns());
+			tgt_admin_poll_replacing(r, rb_clock_ns());
 		if (r->queue_gone) {
 			r->queue_gone = false;
 			release_lost_domains(r);
 		}
 		if (atomic_load(&r->stopping)) {
 			if (!stop_seen)
-				drain_deadline = tgt_now_ns() + DRAIN_TIMEOUT_NS;
+				drain_deadline = rb_clock_ns() + DRAIN_TIMEOUT_NS;
 			stop_seen = true;
 			/* Let in-flight commands finish, then close (bounded). */
-			tgt_queue_drain(r, tgt_now_ns() > drain_deadline);
+			tgt_queue_drain(r, rb_clock_ns() > drain_deadline);
 		}
 		rb_spin_note(&r->spin, n > 0 || work > 0, r->arrivals);
 		r->arrivals = 0;
@@ -472,8 +455,6 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 	r->id = id;
 	r->t = t;
 	rb_spin_init(&r->spin, &c->topts);
-	r->pending_buf_tail = &r->pending_buf;
-	r->pending_exec_tail = &r->pending_exec;
 	pthread_mutex_init(&r->inbox_lock, NULL);
 
 	ret = rb_bufpool_init(&r->pool, c->max_transfer, c->buffers);

@@ -20,26 +20,6 @@
 static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
 static void req_process(struct tgt_req *req);
 
-static void enqueue(struct tgt_req ***tail, struct tgt_req *req)
-{
-	req->next = NULL;
-	**tail = req;
-	*tail = &req->next;
-}
-
-static struct tgt_req *dequeue(struct tgt_req **head, struct tgt_req ***tail)
-{
-	struct tgt_req *req = *head;
-
-	if (req) {
-		*head = req->next;
-		if (!*head)
-			*tail = head;
-		req->next = NULL;
-	}
-	return req;
-}
-
 /* Give the receive slot back to the transport (repost), once its data is used. */
 static void req_release_recv(struct tgt_req *req)
 {
@@ -65,12 +45,9 @@ static void req_free(struct tgt_req *req)
 	req->state = REQ_FREE;
 	req->next = q->free_reqs;
 	q->free_reqs = req;
-	if (q->parked && !q->dead) {
-		struct tgt_recv *rv = q->parked;
+	if (!rb_fifo_empty(&q->parked) && !q->dead) {
+		struct tgt_recv *rv = rb_fifo_pop(&q->parked);
 
-		q->parked = rv->next;
-		if (!q->parked)
-			q->parked_tail = &q->parked;
 		req_start(q, rv, rv->byte_len);
 		return;
 	}
@@ -86,9 +63,10 @@ static void wr_done_common(struct tgt_req *req, struct rb_wc *wc, const char *wh
 	q->wr_outstanding--;
 	if (wc->status != RB_WC_SUCCESS) {
 		if (wc->status != RB_WC_FLUSH_ERR)
-			rb_err("queue %u (peer %s, qp %u): %s for %s cid %u failed: status %d",
+			rb_err("queue %u (peer %s, qp %u): %s for %s cid %u failed: %s (status %d)",
 			       q->qid, q->peer, q->qpn, what, rb_opcode_name(req->cmd.opcode),
-			       rb_from_le16(req->cmd.cid), wc->status);
+			       rb_from_le16(req->cmd.cid), rb_wc_status_name(wc->status),
+			       wc->status);
 		tgt_queue_fail(q, "work request error");
 	}
 }
@@ -130,7 +108,7 @@ static void read_done(struct rb_cq *cq, struct rb_wc *wc)
 	q->reads_inflight--;
 	wr_done_common(req, wc, "RDMA READ from host");
 	/* A freed READ slot lets the next waiting request go. */
-	next = dequeue(&q->pending_read, &q->pending_read_tail);
+	next = rb_fifo_pop(&q->pending_read);
 	if (next)
 		req_process(next);
 	if (q->dead) {
@@ -494,7 +472,7 @@ static void execute(struct tgt_req *req)
 	}
 	sqe = tgt_reactor_get_sqe(r);
 	if (!sqe) {
-		enqueue(&r->pending_exec_tail, req);
+		rb_fifo_push(&r->pending_exec, req);
 		return;
 	}
 	idx = req->buf_from_pool ? TGT_BUF_POOL : TGT_BUF_INCAP;
@@ -528,7 +506,7 @@ static void post_read_from_host(struct tgt_req *req)
 
 	if (q->reads_inflight >= q->max_rd) {
 		req->state = REQ_NEED_READ_SLOT;
-		enqueue(&q->pending_read_tail, req);
+		rb_fifo_push(&q->pending_read, req);
 		return;
 	}
 	ret = q->cx->ops->post_read(q->conn, &req->read_cqe, &sg, 1, rb_from_le64(c->sgl.addr),
@@ -565,7 +543,7 @@ static void req_process(struct tgt_req *req)
 	case REQ_NEED_BUFFER:
 		req->buf = rb_bufpool_get(&r->pool);
 		if (!req->buf) {
-			enqueue(&r->pending_buf_tail, req);
+			rb_fifo_push(&r->pending_buf, req);
 			return;
 		}
 		req->buf_from_pool = true;
@@ -592,12 +570,12 @@ void tgt_req_kick_pending(struct tgt_reactor *r)
 {
 	struct tgt_req *req;
 
-	while (r->pending_buf && r->pool.nfree) {
-		req = dequeue(&r->pending_buf, &r->pending_buf_tail);
+	while (!rb_fifo_empty(&r->pending_buf) && r->pool.nfree) {
+		req = rb_fifo_pop(&r->pending_buf);
 		req_process(req);
 	}
-	while (r->pending_exec && io_uring_sq_space_left(&r->ring)) {
-		req = dequeue(&r->pending_exec, &r->pending_exec_tail);
+	while (!rb_fifo_empty(&r->pending_exec) && io_uring_sq_space_left(&r->ring)) {
+		req = rb_fifo_pop(&r->pending_exec);
 		req_process(req);
 	}
 }
@@ -611,8 +589,8 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 	q->wr_outstanding--;
 	if (wc->status != RB_WC_SUCCESS) {
 		if (wc->status != RB_WC_FLUSH_ERR)
-			rb_err("queue %u (peer %s, qp %u): receive failed: status %d", q->qid,
-			       q->peer, q->qpn, wc->status);
+			rb_err("queue %u (peer %s, qp %u): receive failed: %s (status %d)", q->qid,
+			       q->peer, q->qpn, rb_wc_status_name(wc->status), wc->status);
 		/* A host that sent DISCONNECT may close as soon as it has the
 		 * answer, before our own close: that is no error. */
 		tgt_queue_fail(q, q->disconnect_requested ? "host sent DISCONNECT" :
@@ -698,9 +676,7 @@ static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_le
 		/* Every request is answered but waits for its SEND completion
 		 * (not yet polled): wait for one, in arrival order. */
 		rv->byte_len = byte_len;
-		rv->next = NULL;
-		*q->parked_tail = rv;
-		q->parked_tail = &rv->next;
+		rb_fifo_push(&q->parked, rv);
 		return;
 	}
 	q->free_reqs = req->next;
@@ -718,7 +694,7 @@ static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_le
 	req->send_cqe.done = send_done;
 	req->read_cqe.done = read_done;
 	req->write_cqe.done = write_done;
-	q->last_cmd_ns = tgt_now_ns();
+	q->last_cmd_ns = rb_clock_ns();
 
 	if (atomic_load(&q->r->stopping)) {
 		tgt_req_complete(req, RB_S_ABORTED, 0);

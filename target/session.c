@@ -23,7 +23,7 @@ static uint64_t new_session_id(void)
 	/* Unguessable, non-zero: an I/O queue names its session by this id. */
 	while (id == 0)
 		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-			id = (uint64_t)tgt_now_ns();
+			id = (uint64_t)rb_clock_ns();
 	return id;
 }
 

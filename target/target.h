@@ -11,13 +11,20 @@
 #include <sys/types.h>
 
 #include "bufpool.h"
+#include "clock.h"
 #include "conf.h"
+#include "fifo.h"
 #include "spin.h"
 #include "transport.h"
 #include "wire.h"
 
 struct tgt_reactor;
 struct tgt_queue;
+struct tgt_recv;
+struct tgt_req;
+
+RB_FIFO_DECLARE(tgt_recv_fifo, struct tgt_recv);
+RB_FIFO_DECLARE(tgt_req_fifo, struct tgt_req);
 
 /* Counters a test or operator can read (dumped at exit and on SIGUSR1). */
 struct tgt_export_stats {
@@ -231,9 +238,9 @@ struct tgt_queue {
 	struct tgt_recv *recvs;
 	struct tgt_req *reqs;
 	struct tgt_req *free_reqs;
-	struct tgt_req *pending_read, **pending_read_tail;
+	struct tgt_req_fifo pending_read;
 	/* Commands that found every request still awaiting its SEND completion. */
-	struct tgt_recv *parked, **parked_tail;
+	struct tgt_recv_fifo parked;
 	struct rb_capsule *capsules; /* depth slots */
 	struct rb_response *rsps; /* depth slots */
 	struct rb_mr *capsule_mr, *rsp_mr;
@@ -267,8 +274,8 @@ struct tgt_reactor {
 	struct tgt_queue *queues;
 	bool queue_gone; /* a queue was destroyed this round */
 	unsigned int nr_replacing; /* admin queues with a CONNECT waiting */
-	struct tgt_req *pending_buf, **pending_buf_tail;
-	struct tgt_req *pending_exec, **pending_exec_tail;
+	struct tgt_req_fifo pending_buf;
+	struct tgt_req_fifo pending_exec;
 	pthread_mutex_t inbox_lock;
 	struct tgt_conn_msg *inbox;
 	atomic_bool stopping;
@@ -318,7 +325,6 @@ void tgt_reactor_post_conn(struct tgt_reactor *r, struct tgt_conn_msg *m);
 void tgt_reactor_stop(struct tgt_reactor *r);
 void tgt_reactor_join(struct tgt_reactor *r);
 struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r);
-uint64_t tgt_now_ns(void);
 
 /* queue.c */
 /* Accept the connection request m as a queue on cx (its transport domain's
