@@ -13,10 +13,7 @@
 . "$top_srcdir/tests/helpers.sh"
 requires python3
 
-port=$(free_port)
-truncate -s 16M "$T/disk.img"
-write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-start_target "$T/target.conf"
+start_disk_target
 
 # The raw host speaks the tcp framing: tcp only.
 raw_sessions=

@@ -7,10 +7,7 @@
 . "$top_srcdir/tests/helpers.sh"
 requires python3
 
-port=$(free_port)
-truncate -s 16M "$T/disk.img"
-write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-start_target "$T/target.conf"
+start_disk_target
 start_initiator ini "$(target_url "$port")/disk0" --nbd-max-clients 3
 
 PYTHONPATH="$top_srcdir/tests" python3 - "$T/ini.sock" <<'PY' || fail "client script failed"

@@ -8,10 +8,7 @@
 requires python3
 
 "$INITIATOR_BIN" --help | grep -q -- "--nbd-max-clients N" || fail "--help lacks --nbd-max-clients"
-port=$(free_port)
-truncate -s 16M "$T/disk.img"
-write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-start_target "$T/target.conf"
+start_disk_target
 start_initiator ini "$(target_url "$port")/disk0" --nbd-max-clients 2
 
 cat >"$T/client.py" <<'PY'

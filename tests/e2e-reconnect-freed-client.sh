@@ -8,10 +8,7 @@
 . "$top_srcdir/tests/helpers.sh"
 requires python3
 
-port=$(free_port)
-truncate -s 16M "$T/disk.img"
-write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-start_target "$T/target.conf"
+start_disk_target
 EPOLL_DELAY_MS=300 INITIATOR_PRELOAD=epoll-delay.so start_initiator ini \
 	"$(target_url "$port")/disk0" --queues 1 --threads 1 --queue-depth 2 --timeout 1000 \
 	--keepalive 0 --ctrl-loss-tmo 20000 --reconnect-delay 500 --log-level debug

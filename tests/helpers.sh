@@ -4,6 +4,7 @@
 #                        under CI=true a missing tool is a failure instead
 #   fail MSG / note MSG
 #   start_target CONF    rdmablk-target in the background, pidfile, waits ready
+#   start_disk_target    the same for a 16 MiB disk0 on a free port ($port)
 #   start_initiator ...  rdmablk-initiator in the background, waits until ready
 #   stop_pidfile F       SIGTERM, wait (bounded), SIGKILL if it will not die
 # Every daemon started here is stopped by the EXIT trap.
@@ -167,6 +168,15 @@ start_target() {
 		cat "$T/$name.log" >&2
 		fail "target $name did not become ready"
 	fi
+}
+
+# start_disk_target: the common case, a target exporting a sparse 16 MiB
+# $T/disk.img as disk0 on a free port, left in $port.
+start_disk_target() {
+	port=$(free_port)
+	truncate -s 16M "$T/disk.img"
+	write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
+	start_target "$T/target.conf"
 }
 
 # start_initiator NAME ARGS...: runs in the background; waits until it logs
