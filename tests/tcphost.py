@@ -9,6 +9,7 @@ import struct
 HELLO, HELLO_ACCEPT, HELLO_REJECT, SEND, WRITE, READ_REQ, READ_RESP, NAK, ACK, ACK_REQ = range(1, 11)
 HELLO_MAGIC = 0x5242544350000001
 RB_MAGIC = 0x4B4C4252
+RB_VERSION = 2  # protocol version 2: authentication (docs/protocol.md)
 HDR = struct.Struct("<BBHIIIQQ")
 OP_READ, OP_WRITE, OP_FLUSH = 0x01, 0x02, 0x03
 OP_CONNECT, OP_KEEPALIVE, OP_DISCONNECT, OP_LIST_EXPORTS = 0x80, 0x81, 0x82, 0x83
@@ -24,17 +25,20 @@ def capsule(op, cid, length=0, handle=0, offset=0, sgl=SGL_KEYED, addr=0x10000):
 
 
 def connect_req(hostid, export="", nq=1, depth=8, kato_ms=0):
-    r = struct.pack("<IHHHHIQ8x", RB_MAGIC, 1, nq, depth, 0, kato_ms, 0)
+    r = struct.pack("<IHHHHIQ8x", RB_MAGIC, RB_VERSION, nq, depth, 0, kato_ms, 0)
     return (r + hostid.encode().ljust(224, b"\0") + export.encode().ljust(256, b"\0")).ljust(576, b"\0")
 
 
 class Host:
-    def __init__(self, port, qid=0, depth=16, session=0, addr="127.0.0.1", timeout=5):
+    def __init__(self, port, qid=0, depth=16, session=0, addr="127.0.0.1", timeout=5,
+                 nonce=bytes(32)):
         self.s = socket.create_connection((addr, port))
         self.s.settimeout(timeout)
         self.rx = 0  # SEND + WRITE frames received: our ack
         self.tag = 1
-        cm = struct.pack("<IHHHHIQ8x", RB_MAGIC, 1, qid, depth, 0, 0, session)
+        # rb_cm_req2: magic, version, qid, depth, incapsule, session, host nonce
+        cm = struct.pack("<IHHHIQ32s", RB_MAGIC, RB_VERSION, qid, depth, 0, session,
+                         nonce)
         self.send_frame(HELLO, cm, addr=HELLO_MAGIC)
         t, _, _, _, payload = self.frame()
         if t != HELLO_ACCEPT:
