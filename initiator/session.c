@@ -137,6 +137,12 @@ static void session_tick(void *arg, uint64_t now)
 	s->ka_busy = true;
 }
 
+/* The host id for a log line: the user's string, escaped like the target's. */
+static const char *hostid_esc(const struct ini_session *s, char (*buf)[RB_LOG_ESCAPE_MAX])
+{
+	return rb_log_escape(*buf, sizeof(*buf), s->p.hostid, RB_HOSTID_MAX);
+}
+
 void ini_session_queue_died(struct ini_session *s, struct ini_queue *q)
 {
 	if (s->closing || ini_recovery_start(s))
@@ -144,9 +150,9 @@ void ini_session_queue_died(struct ini_session *s, struct ini_queue *q)
 	if (q != &s->admin || atomic_exchange(&s->lost, true))
 		return;
 	if (s->connected)
-		rb_err("%s: session %016" PRIx64 " (export '%s') lost; all I/O now fails with EIO; "
+		rb_err("%s: session (export '%s') lost; all I/O now fails with EIO; "
 		       "restart the initiator to reconnect",
-		       s->target, s->info.session_id, s->p.export_name);
+		       s->target, s->p.export_name);
 	else /* the CONNECT under way fails and says so */
 		rb_dbg("%s: admin queue lost before CONNECT finished", s->target);
 	/* Without the admin queue the target drops the session anyway: fail
@@ -272,12 +278,15 @@ static int auth_step(struct ini_session *s, struct rb_slot *sl, const char *expo
 
 	memset((uint8_t *)sl->buf + RB_AUTH_RSP_OFFSET, 0, RB_AUTH_TGT_HALF);
 	ret = admin_sync(s, sl, RB_OP_AUTH, RB_AUTH_BUF_SIZE, s->p.timeout_ms, &status, &result);
-	if (ret && status)
+	if (ret && status) {
+		char hb[RB_LOG_ESCAPE_MAX];
+
 		rb_err("%s: export '%s' as host id '%s': %s [%s]", s->target, export_name,
-		       s->p.hostid, connect_reason(status), rb_status_name(status));
-	else if (ret)
+		       hostid_esc(s, &hb), connect_reason(status), rb_status_name(status));
+	} else if (ret) {
 		rb_err("%s: export '%s': AUTH got no answer (timed out or connection lost)",
 		       s->target, export_name);
+	}
 	return ret;
 }
 
@@ -301,12 +310,13 @@ static int session_auth(struct ini_session *s, struct rb_slot *sl, const char *e
 		.dh_mask = RB_AUTH_DH_MASK_ALL,
 	};
 	struct rb_auth_host *h;
+	char hb[RB_LOG_ESCAPE_MAX];
 	int ret;
 
 	if (!s->p.has_secret) {
 		rb_err("%s: export '%s': the target requires authentication for host id '%s' and "
 		       "no secret was given (--secret FILE)",
-		       s->target, export_name, s->p.hostid);
+		       s->target, export_name, hostid_esc(s, &hb));
 		return -EACCES;
 	}
 	ret = rb_auth_host_new(&p, &h);
@@ -359,6 +369,7 @@ static int session_connect(struct ini_session *s, const char *export_name, uint3
 	struct rb_slot *sl;
 	uint16_t status;
 	uint64_t result;
+	char hb[RB_LOG_ESCAPE_MAX];
 	int ret;
 
 	ret = rb_queue_slots_get(&s->admin, 1, &sl);
@@ -380,12 +391,12 @@ static int session_connect(struct ini_session *s, const char *export_name, uint3
 	if (ret) {
 		if (status)
 			rb_err("%s: CONNECT to export '%s' as host id '%s' refused: %s [%s]",
-			       s->target, export_name, s->p.hostid, connect_reason(status),
+			       s->target, export_name, hostid_esc(s, &hb), connect_reason(status),
 			       rb_status_name(status));
 		else
 			rb_err("%s: export '%s' for host id '%s': CONNECT got no answer "
 			       "(timed out or connection lost)",
-			       s->target, export_name, s->p.hostid);
+			       s->target, export_name, hostid_esc(s, &hb));
 		goto out_put;
 	}
 	memcpy(&rsp, (uint8_t *)sl->buf + RB_CONNECT_RSP_OFFSET, sizeof(rsp));
@@ -402,7 +413,7 @@ static int session_connect(struct ini_session *s, const char *export_name, uint3
 		rb_err("%s: export '%s': the target did not authenticate (it does not require "
 		       "authentication for host id '%s'): refused, since --target-secret asks "
 		       "the target to prove itself",
-		       s->target, export_name, s->p.hostid);
+		       s->target, export_name, hostid_esc(s, &hb));
 		ret = -EACCES;
 		goto out_put;
 	}
