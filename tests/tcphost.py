@@ -40,6 +40,11 @@ def connect_req(hostid, export="", nq=1, depth=8, kato_ms=0, replaces=0):
     return (r + hostid.encode().ljust(224, b"\0") + export.encode().ljust(256, b"\0")).ljust(576, b"\0")
 
 
+def cm_req2(qid=0, depth=16, session=0, nonce=bytes(32)):
+    """rb_cm_req2: magic, version, qid, depth, incapsule, session, host nonce."""
+    return struct.pack("<IHHHIQ32s", RB_MAGIC, RB_VERSION, qid, depth, 0, session, nonce)
+
+
 def key_file(path):
     """The key of a DHHC-1 key file written with --hmac 0 (used as is)."""
     f = open(path).read().strip().split(":")
@@ -91,10 +96,7 @@ class Host:
         self.s.settimeout(timeout)
         self.rx = 0  # SEND + WRITE frames received: our ack
         self.tag = 1
-        # rb_cm_req2: magic, version, qid, depth, incapsule, session, host nonce
-        cm = struct.pack("<IHHHIQ32s", RB_MAGIC, RB_VERSION, qid, depth, 0, session,
-                         nonce)
-        self.send_frame(HELLO, cm, addr=HELLO_MAGIC)
+        self.send_frame(HELLO, cm_req2(qid, depth, session, nonce), addr=HELLO_MAGIC)
         t, _, _, _, payload = self.frame()
         if t != HELLO_ACCEPT:
             raise ConnectionRefusedError(payload)
