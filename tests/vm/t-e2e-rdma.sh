@@ -7,7 +7,8 @@
 # WRITE crosses the veth.  Integrity (nbdcopy, fio verify), read-only,
 # ACL, malformed capsules from a raw host, target killed, SIGTERM, a full
 # file system under a thin export, exports reloaded under I/O, clean
-# DISCONNECTs (--list and attach/detach rounds, a frozen target).
+# DISCONNECTs (--list and attach/detach rounds, a frozen target), authentication
+# (e2e-auth: right, wrong and missing secrets, a target proven, rotation by reload).
 # vm-timeout: 600
 . "$(dirname "$0")/lib.sh"
 
