@@ -25,6 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 8 + sizeof(c))
 		return 0;
 	ctx.admin = data[0] & 1;
+	ctx.auth = !!(data[0] & 2); /* a version 2 queue: AUTH, QUEUE_AUTH exist */
 	ctx.export_flags = data[1];
 	shift = 9 + (data[2] % 4); /* 512 .. 4096 */
 	ctx.block_size = 1u << shift;
@@ -52,7 +53,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (c.opcode != RB_OP_READ && (ctx.export_flags & RB_EXP_READ_ONLY))
 			abort();
 	}
-	if (c.sgl.type == RB_SGL_INCAPSULE && rb_from_le32(c.sgl.length) > ctx.incapsule)
+	/* The auth opcodes exist only on a version 2 queue. */
+	if ((c.opcode == RB_OP_AUTH || c.opcode == RB_OP_QUEUE_AUTH) && !ctx.auth)
+		abort();
+	/* QUEUE_AUTH: exactly its 64 bytes, in-capsule whatever was granted
+	 * (v2 receives have room for them); anything else within the grant. */
+	if (c.opcode == RB_OP_QUEUE_AUTH &&
+	    (ctx.admin || c.sgl.type != RB_SGL_INCAPSULE ||
+	     rb_from_le32(c.sgl.length) != RB_QUEUE_AUTH_SIZE || ctx.received != RB_QUEUE_AUTH_SIZE))
+		abort();
+	if (c.opcode != RB_OP_QUEUE_AUTH && c.sgl.type == RB_SGL_INCAPSULE &&
+	    rb_from_le32(c.sgl.length) > ctx.incapsule)
+		abort();
+	if (c.opcode == RB_OP_AUTH && (!ctx.admin || rb_from_le32(c.length) != RB_AUTH_BUF_SIZE))
 		abort();
 	/* Zeroing flags: WRITE_ZEROES only, and only as advertised. */
 	if ((c.flags & (RB_CMD_F_NO_HOLE | RB_CMD_F_FAST_ZERO)) && c.opcode != RB_OP_WRITE_ZEROES)

@@ -43,9 +43,13 @@ static void fuzz_cm_req(const uint8_t *msg, size_t len)
 {
 	struct rb_validate_err err;
 	enum rb_cm_reject_reason reason = rb_check_cm_req(msg, len, &err);
-	const struct rb_cm_req *cr = (const void *)msg;
+	const struct rb_cm_req2 *cr = (const void *)msg;
 
 	check_err(reason != RB_REJ_NONE, &err);
+	/* A version 1 request (or any other version) hears why it is refused. */
+	if (reason != RB_REJ_NONE && len >= 6 && rb_from_le32(cr->magic) == RB_MAGIC &&
+	    rb_from_le16(cr->version) != RB_PROTO_VERSION && reason != RB_REJ_BAD_VERSION)
+		abort();
 	if (reason == RB_REJ_NONE &&
 	    (len < sizeof(*cr) || rb_from_le32(cr->magic) != RB_MAGIC ||
 	     rb_from_le16(cr->version) != RB_PROTO_VERSION || rb_from_le16(cr->depth) == 0 ||
@@ -58,7 +62,7 @@ static void fuzz_cm_rep(const uint8_t *p, size_t size)
 	struct rb_validate_err err;
 	uint16_t asked_depth;
 	uint32_t asked_incap;
-	const struct rb_cm_rep *rep;
+	const struct rb_cm_rep2 *rep;
 	int ret;
 
 	if (size < 6)
@@ -74,8 +78,8 @@ static void fuzz_cm_rep(const uint8_t *p, size_t size)
 		return;
 	}
 	if (size - 6 < sizeof(*rep) || rb_from_le32(rep->magic) != RB_MAGIC ||
-	    rb_from_le16(rep->version) != RB_PROTO_VERSION || rb_from_le16(rep->depth) == 0 ||
-	    rb_from_le16(rep->depth) > asked_depth)
+	    rb_from_le16(rep->version) != RB_PROTO_VERSION || rep->rsvd ||
+	    rb_from_le16(rep->depth) == 0 || rb_from_le16(rep->depth) > asked_depth)
 		abort();
 	if (ret != (rb_from_le32(rep->incapsule) > asked_incap ? RB_GRANT_OVER_INCAPSULE : 0))
 		abort();

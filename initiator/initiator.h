@@ -71,6 +71,11 @@ struct ini_queue {
 	bool no_repost; /* closing: receives already posted cover what is left */
 	atomic_bool gone; /* mirrors dead for other threads */
 	bool disconnected; /* ops->disconnect called */
+	/* QUEUE_AUTH: the first command, answered before anything else goes. */
+	bool auth_wait; /* the next response is QUEUE_AUTH's */
+	bool auth_answered;
+	uint16_t auth_status;
+	struct rb_cqe auth_send_cqe;
 	char peer[320];
 	uint32_t qpn;
 
@@ -92,6 +97,8 @@ struct ini_session {
 	uint32_t handle; /* export handle from CONNECT */
 	uint16_t granted_depth; /* CONNECT's per-queue depth limit */
 	bool connected; /* CONNECT succeeded: DISCONNECT at close */
+	bool authed; /* the admin exchange ran: I/O queues prove themselves with skey */
+	struct rb_auth_skey skey;
 	bool closing; /* rb_session_close runs: losses are expected */
 	atomic_bool lost;
 	uint32_t cq_depth; /* of each reactor's CQ */
@@ -113,6 +120,10 @@ struct ini_session {
 };
 
 /* queue.c (I/O path) and queue_conn.c (set-up and teardown) */
+/* Send QUEUE_AUTH with proof (the queue's first command); the answer lands
+ * in auth_answered/auth_status. */
+int ini_queue_post_auth(struct ini_queue *q, const uint8_t proof[RB_QUEUE_AUTH_SIZE]);
+
 struct ini_queue_cfg {
 	uint16_t qid;
 	uint32_t depth; /* requested */

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "nbd_device.h"
 #include "nbd_server.h"
+#include "auth.h"
 #include "ublk.h"
 #include "uri.h"
 
@@ -31,6 +32,7 @@
 /* Command-line values; *_set says the flag was given (it beats the file). */
 struct cli {
 	const char *config, *attach, *uri, *hostid, *log_level;
+	const char *secret, *target_secret;
 	const char *nbd_socket, *nbd_listen, *nbd_device;
 	bool nbd_listen_any, list, busy_poll;
 	bool ublk; /* --ublk */
@@ -63,12 +65,16 @@ enum {
 	OPT_NBD_MAX_CLIENTS,
 	OPT_UBLK,
 	OPT_UBLK_ID,
+	OPT_SECRET,
+	OPT_TARGET_SECRET,
 };
 
 static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "attach", required_argument, NULL, 'a' },
 	{ "host-id", required_argument, NULL, OPT_HOSTID },
+	{ "secret", required_argument, NULL, OPT_SECRET },
+	{ "target-secret", required_argument, NULL, OPT_TARGET_SECRET },
 	{ "queues", required_argument, NULL, 'q' },
 	{ "queue-depth", required_argument, NULL, 'd' },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
@@ -113,6 +119,10 @@ static void usage(FILE *f)
 		"  -a, --attach NAME        use the [attach NAME] section of the config\n"
 		"      --host-id ID         host identity sent to the target\n"
 		"                           (default rdmablk:uuid:<machine-id>)\n"
+		"      --secret FILE        this host's secret (DHHC-1 key file, mode 0600):\n"
+		"                           authenticate to the target\n"
+		"      --target-secret FILE the target's secret: verify the target before any\n"
+		"                           I/O (needs --secret)\n"
 		"  -q, --queues N           I/O queues (1..128, default 2)\n"
 		"  -d, --queue-depth N      commands per I/O queue (1..1024, default 128)\n"
 		"      --timeout MS         per-command timeout; late commands fail with EIO\n"
@@ -183,6 +193,8 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 		case 'c': c->config = optarg; break;
 		case 'a': c->attach = optarg; break;
 		case OPT_HOSTID: c->hostid = optarg; break;
+		case OPT_SECRET: c->secret = optarg; break;
+		case OPT_TARGET_SECRET: c->target_secret = optarg; break;
 		case 'q':
 			c->queues = parse_num("--queues", optarg, 1, RB_ATTACH_QUEUES_MAX);
 			c->queues_set = true;
@@ -404,6 +416,29 @@ static int build_run(const struct cli *c, struct run *r)
 		fprintf(stderr, PROG ": cannot derive a host id from /etc/machine-id; "
 				"give --host-id\n");
 		return -EINVAL;
+	}
+	{
+		const char *sf = c->secret ? c->secret :
+				 r->attach.secret_file[0] ? r->attach.secret_file : NULL;
+		const char *tf = c->target_secret ? c->target_secret :
+				 r->attach.target_secret_file[0] ? r->attach.target_secret_file :
+								   NULL;
+
+		if (tf && !sf) {
+			fprintf(stderr, PROG ": --target-secret needs --secret (the exchange that "
+					"proves the target starts with the host's proof)\n");
+			return -EINVAL;
+		}
+		if (sf && rb_auth_key_load(sf, &r->p.secret, err, sizeof(err))) {
+			fprintf(stderr, PROG ": --secret: %s\n", err);
+			return -EINVAL;
+		}
+		r->p.has_secret = sf != NULL;
+		if (tf && rb_auth_key_load(tf, &r->p.target_secret, err, sizeof(err))) {
+			fprintf(stderr, PROG ": --target-secret: %s\n", err);
+			return -EINVAL;
+		}
+		r->p.has_target_secret = tf != NULL;
 	}
 	snprintf(r->p.export_name, sizeof(r->p.export_name), "%s", r->uri.export_name);
 	r->p.nr_io_queues = c->queues_set ? c->queues : r->attach.queues;

@@ -243,6 +243,13 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 		snprintf(why, sizeof(why), "re-post receive: %s", strerror(-ret));
 		ini_queue_fail(q, why);
 	}
+	if (q->auth_wait) {
+		/* Nothing else is sent before QUEUE_AUTH is answered. */
+		q->auth_wait = false;
+		q->auth_answered = true;
+		q->auth_status = rb_from_le16(rsp.status);
+		return;
+	}
 	cid = rb_from_le16(rsp.cid);
 	if (cid >= q->depth || !q->slots[cid].resp_pending) {
 		snprintf(why, sizeof(why), "response for command id %u, which is not outstanding",
@@ -319,6 +326,45 @@ static void send_done(struct rb_cq *cq, struct rb_wc *wc)
 	if (sl->answered)
 		deliver_answer(q, sl);
 	slot_maybe_free(q, sl);
+}
+
+static void auth_send_done(struct rb_cq *cq, struct rb_wc *wc)
+{
+	struct ini_queue *q = rb_container_of(wc->cqe, struct ini_queue, auth_send_cqe);
+
+	q->wr_outstanding--;
+	if (wc->status != RB_WC_SUCCESS)
+		fail_wc(q, "QUEUE_AUTH send", wc);
+}
+
+int ini_queue_post_auth(struct ini_queue *q, const uint8_t proof[RB_QUEUE_AUTH_SIZE])
+{
+	/* The two spare capsule slots behind the slots' own (queue_alloc). */
+	struct rb_capsule *c = &q->caps[q->alloc_depth];
+	void *data = &q->caps[q->alloc_depth + 1];
+	struct rb_sge sg[2] = {
+		{ .addr = c, .length = RB_CAPSULE_SIZE, .lkey = q->caps_mr->lkey },
+		{ .addr = data, .length = RB_QUEUE_AUTH_SIZE, .lkey = q->caps_mr->lkey },
+	};
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	c->opcode = RB_OP_QUEUE_AUTH;
+	c->handle = rb_le32(q->handle);
+	c->length = rb_le32(RB_QUEUE_AUTH_SIZE);
+	c->sgl.type = RB_SGL_INCAPSULE;
+	c->sgl.length = rb_le32(RB_QUEUE_AUTH_SIZE);
+	memcpy(data, proof, RB_QUEUE_AUTH_SIZE);
+	q->auth_send_cqe.done = auth_send_done;
+	q->auth_wait = true;
+	q->auth_answered = false;
+	ret = q->ops->post_send(q->conn, &q->auth_send_cqe, sg, 2);
+	if (ret) {
+		q->auth_wait = false;
+		return ret;
+	}
+	q->wr_outstanding++;
+	return 0;
 }
 
 /* After death: everything still waiting for an answer fails with EIO. */
@@ -460,7 +506,7 @@ static int post_cmd(struct ini_queue *q, struct rb_slot *sl, struct rb_io *io, u
 					 .lkey = q->pool_mr->lkey };
 		nsge = 2;
 	} else if (op == RB_OP_WRITE || op == RB_OP_READ || op == RB_OP_CONNECT ||
-		   op == RB_OP_LIST_EXPORTS) {
+		   op == RB_OP_LIST_EXPORTS || op == RB_OP_AUTH) {
 		c->sgl.type = RB_SGL_KEYED;
 		c->sgl.addr = rb_le64((uint64_t)(uintptr_t)sl->buf);
 		c->sgl.length = rb_le32(len);

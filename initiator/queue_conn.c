@@ -48,13 +48,14 @@ static int queue_alloc(struct ini_queue *q)
 	q->slots = calloc(n, sizeof(*q->slots));
 	q->recvs = calloc(n, sizeof(*q->recvs));
 	q->free_stack = calloc(n, sizeof(*q->free_stack));
-	q->caps = rb_alloc_lines((size_t)n * sizeof(*q->caps));
+	/* Two spare capsules behind the slots': QUEUE_AUTH and its proof. */
+	q->caps = rb_alloc_lines((size_t)(n + 2) * sizeof(*q->caps));
 	q->rsps = rb_alloc_lines((size_t)n * sizeof(*q->rsps));
 	if (!q->slots || !q->recvs || !q->free_stack || !q->caps || !q->rsps) {
 		rb_err("%s: queue %u: out of memory", q->s->target, q->qid);
 		return -ENOMEM;
 	}
-	memset(q->caps, 0, (size_t)n * sizeof(*q->caps));
+	memset(q->caps, 0, (size_t)(n + 2) * sizeof(*q->caps));
 	memset(q->rsps, 0, (size_t)n * sizeof(*q->rsps));
 	for (uint32_t i = 0; i < n; i++) {
 		struct rb_slot *sl = &q->slots[i];
@@ -78,8 +79,8 @@ static int queue_register(struct ini_queue *q)
 	ret = reg(q, q->pool.base, q->pool.slab_size,
 		  RB_ACCESS_REMOTE_READ | RB_ACCESS_REMOTE_WRITE, &q->pool_mr, "data buffers");
 	if (!ret)
-		ret = reg(q, q->caps, (size_t)n * sizeof(*q->caps), RB_ACCESS_LOCAL, &q->caps_mr,
-			  "capsules");
+		ret = reg(q, q->caps, (size_t)(n + 2) * sizeof(*q->caps), RB_ACCESS_LOCAL,
+			  &q->caps_mr, "capsules");
 	if (!ret)
 		ret = reg(q, q->rsps, (size_t)n * sizeof(*q->rsps), RB_ACCESS_LOCAL, &q->rsps_mr,
 			  "responses");
@@ -97,7 +98,7 @@ static void queue_deregister(struct ini_queue *q)
 	q->rsps_mr = q->caps_mr = q->pool_mr = NULL;
 }
 
-static int check_rep(struct ini_queue *q, const struct rb_cm_rep *rep, size_t len,
+static int check_rep(struct ini_queue *q, const struct rb_cm_rep2 *rep, size_t len,
 		     uint32_t want_incap)
 {
 	struct rb_validate_err err;
@@ -127,6 +128,13 @@ static int report_reject(struct ini_queue *q, const uint8_t *rbuf, size_t rlen)
 
 	if (rlen >= sizeof(rej)) {
 		memcpy(&rej, rbuf, sizeof(rej));
+		if (rb_from_le32(rej.magic) == RB_MAGIC &&
+		    rb_from_le16(rej.reason) == RB_REJ_BAD_VERSION) {
+			rb_err("%s: queue %u: target speaks protocol version %u, this initiator "
+			       "version %u: refused",
+			       q->s->target, q->qid, rb_from_le16(rej.version), RB_PROTO_VERSION);
+			return -EPROTONOSUPPORT;
+		}
 		if (rb_from_le32(rej.magic) == RB_MAGIC) {
 			rb_err("%s: queue %u: connection rejected by the target: %s",
 			       q->s->target, q->qid, rb_reject_name(rb_from_le16(rej.reason)));
@@ -143,14 +151,57 @@ static int report_reject(struct ini_queue *q, const uint8_t *rbuf, size_t rlen)
  * transport.  `first`: the queue's memory is allocated here too; on a
  * reconnect it is kept (frontends point into it).
  */
+static bool auth_answered(void *arg)
+{
+	const struct ini_queue *q = arg;
+
+	return q->auth_answered || q->dead;
+}
+
+/*
+ * An authenticated session's I/O queue: the target proved it knows the
+ * session key in its accept (checked before anything is posted); our proof
+ * goes in QUEUE_AUTH, answered before the queue carries anything else.
+ */
+static int queue_auth(struct ini_queue *q, const uint8_t nonce_h[RB_AUTH_NONCE_SIZE],
+		      const struct rb_cm_rep2 *rep)
+{
+	uint8_t proof[RB_AUTH_PROOF_MAX];
+	int ret;
+
+	ret = rb_auth_queue_proof(&q->s->skey, false, q->qid, nonce_h, rep->nonce, proof);
+	if (!ret)
+		ret = ini_queue_post_auth(q, proof);
+	if (ret) {
+		rb_err("%s: queue %u: QUEUE_AUTH: %s", q->s->target, q->qid, strerror(-ret));
+		return ret;
+	}
+	ret = ini_reactor_wait(q->r, auth_answered, q, rb_now_ms() + q->timeout_ms);
+	if (!q->auth_answered) {
+		q->auth_wait = false;
+		rb_err("%s: queue %u: QUEUE_AUTH got no answer", q->s->target, q->qid);
+		return ret ? ret : -EIO;
+	}
+	if (q->auth_status) {
+		rb_err("%s: queue %u: the target refused the queue's authentication: %s",
+		       q->s->target, q->qid, rb_status_name(q->auth_status));
+		return -EACCES;
+	}
+	return 0;
+}
+
 static int queue_link(struct ini_queue *q, const struct ini_queue_cfg *cfg, bool first)
 {
+	uint8_t rbuf_store[256] __attribute__((aligned(8)));
 	struct ini_session *s = q->s;
 	const struct rb_transport_ops *ops = q->ops;
-	struct rb_cm_req req;
+	struct rb_cm_req2 req;
 	struct rb_conn_caps caps;
-	uint8_t rbuf[256];
-	size_t rlen = sizeof(rbuf);
+	const struct rb_cm_rep2 *rep = (const void *)rbuf_store;
+	uint8_t nonce_h[RB_AUTH_NONCE_SIZE] = { 0 };
+	bool auth = q->qid && s->authed;
+	uint8_t *rbuf = rbuf_store;
+	size_t rlen = sizeof(rbuf_store);
 	int ret;
 
 	ret = ops->conn_create(&s->p.ep, &s->p.topts, &q->conn);
@@ -173,7 +224,12 @@ static int queue_link(struct ini_queue *q, const struct ini_queue_cfg *cfg, bool
 	if (ret)
 		return ret;
 
-	req = (struct rb_cm_req){
+	if (auth) {
+		ret = rb_auth_nonce(nonce_h);
+		if (ret)
+			return ret;
+	}
+	req = (struct rb_cm_req2){
 		.magic = rb_le32(RB_MAGIC),
 		.version = rb_le16(RB_PROTO_VERSION),
 		.qid = rb_le16(q->qid),
@@ -181,6 +237,7 @@ static int queue_link(struct ini_queue *q, const struct ini_queue_cfg *cfg, bool
 		.incapsule = rb_le32(cfg->incapsule),
 		.session = rb_le64(cfg->session_id),
 	};
+	memcpy(req.nonce, nonce_h, sizeof(req.nonce));
 	caps = (struct rb_conn_caps){
 		.max_send_wr = q->alloc_depth,
 		.max_recv_wr = q->alloc_depth,
@@ -199,9 +256,15 @@ static int queue_link(struct ini_queue *q, const struct ini_queue_cfg *cfg, bool
 	q->connected = true;
 	ops->conn_peer(q->conn, q->peer, sizeof(q->peer));
 	q->qpn = ops->conn_qpn(q->conn);
-	ret = check_rep(q, (const struct rb_cm_rep *)rbuf, rlen, cfg->incapsule);
+	ret = check_rep(q, rep, rlen, cfg->incapsule);
 	if (ret)
 		return ret;
+	if (auth && rb_auth_queue_check(&s->skey, true, q->qid, nonce_h, rep->nonce, rep->proof)) {
+		rb_err("%s: queue %u: target failed queue authentication (its proof of the session "
+		       "key is wrong): refusing it",
+		       s->target, q->qid);
+		return -EACCES;
+	}
 	/*
 	 * One receive per credit.  The QP only exists once connect() returned
 	 * (the transport creates it there), and the target sends nothing
@@ -215,7 +278,7 @@ static int queue_link(struct ini_queue *q, const struct ini_queue_cfg *cfg, bool
 			return ret;
 		}
 	}
-	return 0;
+	return auth ? queue_auth(q, nonce_h, rep) : 0;
 }
 
 int ini_queue_connect(struct ini_queue *q, struct ini_session *s, struct ini_reactor *r,

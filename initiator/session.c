@@ -137,6 +137,12 @@ static void session_tick(void *arg, uint64_t now)
 	s->ka_busy = true;
 }
 
+/* The host id for a log line: the user's string, escaped like the target's. */
+static const char *hostid_esc(const struct ini_session *s, char (*buf)[RB_LOG_ESCAPE_MAX])
+{
+	return rb_log_escape(*buf, sizeof(*buf), s->p.hostid, RB_HOSTID_MAX);
+}
+
 void ini_session_queue_died(struct ini_session *s, struct ini_queue *q)
 {
 	if (s->closing || ini_recovery_start(s))
@@ -144,9 +150,9 @@ void ini_session_queue_died(struct ini_session *s, struct ini_queue *q)
 	if (q != &s->admin || atomic_exchange(&s->lost, true))
 		return;
 	if (s->connected)
-		rb_err("%s: session %016" PRIx64 " (export '%s') lost; all I/O now fails with EIO; "
+		rb_err("%s: session (export '%s') lost; all I/O now fails with EIO; "
 		       "restart the initiator to reconnect",
-		       s->target, s->info.session_id, s->p.export_name);
+		       s->target, s->p.export_name);
 	else /* the CONNECT under way fails and says so */
 		rb_dbg("%s: admin queue lost before CONNECT finished", s->target);
 	/* Without the admin queue the target drops the session anyway: fail
@@ -249,8 +255,105 @@ static const char *connect_reason(uint16_t status)
 		return "the session it replaces still has commands executing on the target";
 	case RB_S_INVALID_FIELD:
 		return "invalid request (queue count, queue depth or keep-alive out of range?)";
+	case RB_S_AUTH_FAILED:
+		return "authentication failed: wrong secret, or the target has no secret for this "
+		       "host id";
+	case RB_S_AUTH_REQUIRED: return "the target requires authentication";
+	case RB_S_AUTH_BIDI_UNAVAILABLE:
+		return "the target has no target secret, so it cannot prove itself "
+		       "(--target-secret)";
+	case RB_S_AUTH_HASH_UNUSABLE: return "no hash in common with the target";
+	case RB_S_AUTH_DHGROUP_UNUSABLE: return "no DH group in common with the target";
+	case RB_S_AUTH_OUT_OF_STATE: return "authentication message out of order";
 	}
 	return "refused";
+}
+
+/* One AUTH command: the host half of sl->buf out, the target half back. */
+static int auth_step(struct ini_session *s, struct rb_slot *sl, const char *export_name)
+{
+	uint16_t status;
+	uint64_t result;
+	int ret;
+
+	memset((uint8_t *)sl->buf + RB_AUTH_RSP_OFFSET, 0, RB_AUTH_TGT_HALF);
+	ret = admin_sync(s, sl, RB_OP_AUTH, RB_AUTH_BUF_SIZE, s->p.timeout_ms, &status, &result);
+	if (ret && status) {
+		char hb[RB_LOG_ESCAPE_MAX];
+
+		rb_err("%s: export '%s' as host id '%s': %s [%s]", s->target, export_name,
+		       hostid_esc(s, &hb), connect_reason(status), rb_status_name(status));
+	} else if (ret) {
+		rb_err("%s: export '%s': AUTH got no answer (timed out or connection lost)",
+		       s->target, export_name);
+	}
+	return ret;
+}
+
+/*
+ * The admin exchange CONNECT asked for (auth_flags): NEGOTIATE ->
+ * CHALLENGE, REPLY -> SUCCESS.  On success *rsp is the grant SUCCESS
+ * carried and s->skey the session key.
+ */
+static int session_auth(struct ini_session *s, struct rb_slot *sl, const char *export_name,
+			uint64_t session, struct rb_connect_rsp *rsp)
+{
+	union rb_auth_host_msg *out = sl->buf;
+	union rb_auth_tgt_msg *in = (void *)((uint8_t *)sl->buf + RB_AUTH_RSP_OFFSET);
+	struct rb_auth_params p = {
+		.hostid = s->p.hostid,
+		.target_id = export_name,
+		.session = session,
+		.host_key = &s->p.secret,
+		.target_key = s->p.has_target_secret ? &s->p.target_secret : NULL,
+		.hash_mask = RB_AUTH_HASH_MASK_ALL,
+		.dh_mask = RB_AUTH_DH_MASK_ALL,
+	};
+	struct rb_auth_host *h;
+	char hb[RB_LOG_ESCAPE_MAX];
+	int ret;
+
+	if (!s->p.has_secret) {
+		rb_err("%s: export '%s': the target requires authentication for host id '%s' and "
+		       "no secret was given (--secret FILE)",
+		       s->target, export_name, hostid_esc(s, &hb));
+		return -EACCES;
+	}
+	ret = rb_auth_host_new(&p, &h);
+	if (ret) {
+		rb_err("%s: authentication set-up: %s", s->target, strerror(-ret));
+		return ret;
+	}
+	memset(sl->buf, 0, RB_AUTH_BUF_SIZE);
+	ret = rb_auth_host_negotiate(h, out);
+	if (!ret)
+		ret = auth_step(s, sl, export_name);
+	if (!ret) {
+		ret = rb_auth_host_challenge(h, in, out);
+		if (ret)
+			rb_err("%s: export '%s': the target's CHALLENGE refused: %s", s->target,
+			       export_name, rb_auth_host_why(h));
+	}
+	if (!ret)
+		ret = auth_step(s, sl, export_name);
+	if (!ret) {
+		ret = rb_auth_host_success(h, in, &s->skey);
+		if (ret == -EACCES)
+			rb_err("%s: export '%s': the target failed authentication (%s): it does "
+			       "not know the target secret; refusing it",
+			       s->target, export_name, rb_auth_host_why(h));
+		else if (ret)
+			rb_err("%s: export '%s': the target's SUCCESS refused: %s", s->target,
+			       export_name, rb_auth_host_why(h));
+	}
+	if (!ret) {
+		memcpy(rsp, &in->succ.connect, sizeof(*rsp));
+		s->authed = true;
+		rb_info("%s: export '%s': authenticated%s", s->target, export_name,
+			s->p.has_target_secret ? " both ways (the target proved itself)" : "");
+	}
+	rb_auth_host_free(h);
+	return ret ? (ret == -EACCES || ret == -EPROTO ? -EACCES : ret) : 0;
 }
 
 /*
@@ -266,6 +369,7 @@ static int session_connect(struct ini_session *s, const char *export_name, uint3
 	struct rb_slot *sl;
 	uint16_t status;
 	uint64_t result;
+	char hb[RB_LOG_ESCAPE_MAX];
 	int ret;
 
 	ret = rb_queue_slots_get(&s->admin, 1, &sl);
@@ -287,15 +391,32 @@ static int session_connect(struct ini_session *s, const char *export_name, uint3
 	if (ret) {
 		if (status)
 			rb_err("%s: CONNECT to export '%s' as host id '%s' refused: %s [%s]",
-			       s->target, export_name, s->p.hostid, connect_reason(status),
+			       s->target, export_name, hostid_esc(s, &hb), connect_reason(status),
 			       rb_status_name(status));
 		else
 			rb_err("%s: export '%s' for host id '%s': CONNECT got no answer "
 			       "(timed out or connection lost)",
-			       s->target, export_name, s->p.hostid);
+			       s->target, export_name, hostid_esc(s, &hb));
 		goto out_put;
 	}
 	memcpy(&rsp, (uint8_t *)sl->buf + RB_CONNECT_RSP_OFFSET, sizeof(rsp));
+	rb_auth_skey_clear(&s->skey);
+	s->authed = false;
+	if (rb_from_le32(rsp.auth_flags) & RB_CONNECT_AUTH_REQUIRED) {
+		uint64_t sid = rb_from_le64(rsp.session) ? rb_from_le64(rsp.session) : result;
+
+		ret = session_auth(s, sl, export_name, sid, &rsp);
+		if (ret)
+			goto out_put;
+	} else if (s->p.has_target_secret) {
+		/* It would have to prove itself only if it ran the exchange. */
+		rb_err("%s: export '%s': the target did not authenticate (it does not require "
+		       "authentication for host id '%s'): refused, since --target-secret asks "
+		       "the target to prove itself",
+		       s->target, export_name, hostid_esc(s, &hb));
+		ret = -EACCES;
+		goto out_put;
+	}
 	memset(&s->info, 0, sizeof(s->info));
 	snprintf(s->info.name, sizeof(s->info.name), "%s", export_name);
 	s->info.session_id = rb_from_le64(rsp.session) ? rb_from_le64(rsp.session) : result;
@@ -400,10 +521,10 @@ int rb_session_open(const struct rb_session_params *p, struct ini_session **out)
 		if (ret)
 			goto out_close;
 	}
-	rb_info("%s: attached export '%s' (session %016" PRIx64 ", %" PRIu64 " bytes, block %u, "
-		"%u I/O queues x depth %u, %u reactor threads)",
-		s->target, s->info.name, s->info.session_id, s->info.size, s->info.block_size,
-		s->nr_queues, depth, s->nr_reactors);
+	rb_info("%s: attached export '%s' (%" PRIu64 " bytes, block %u, %u I/O queues x depth %u, "
+		"%u reactor threads%s)",
+		s->target, s->info.name, s->info.size, s->info.block_size, s->nr_queues, depth,
+		s->nr_reactors, s->authed ? ", authenticated" : "");
 	*out = s;
 	return 0;
 
@@ -556,7 +677,7 @@ static void session_disconnect(struct ini_session *s)
 		rb_warn("%s: DISCONNECT: %s", s->target,
 			status ? rb_status_name(status) : "no answer");
 	else
-		rb_info("%s: session %016" PRIx64 " disconnected", s->target, s->info.session_id);
+		rb_info("%s: session disconnected", s->target);
 }
 
 void rb_session_close(struct ini_session *s)
@@ -584,6 +705,9 @@ void rb_session_close(struct ini_session *s)
 	free(s->reactors);
 	pthread_cond_destroy(&s->rec_cond);
 	pthread_mutex_destroy(&s->rec_lock);
+	rb_auth_skey_clear(&s->skey);
+	rb_auth_key_clear(&s->p.secret);
+	rb_auth_key_clear(&s->p.target_secret);
 	free(s);
 }
 

@@ -60,6 +60,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "reactor.h"
 #include "transport.h"
 #include "wire.h"
@@ -86,6 +87,10 @@ struct rb_session_params {
 	uint32_t reconnect_delay_ms; /* between attempts */
 	uint32_t nr_reactors; /* 0 = min(I/O queues, online CPUs) */
 	uint32_t incapsule; /* in-capsule write bytes to ask for; 0 = default */
+	/* Authentication: the host's secret (answers a target that asks) and
+	 * the target's (the target must prove itself, before any I/O). */
+	bool has_secret, has_target_secret;
+	struct rb_auth_key secret, target_secret;
 };
 
 /* What CONNECT told us about the export. */

@@ -16,6 +16,11 @@
 #define RB_MAX_LISTEN 8
 #define RB_MAX_ALLOWED_HOSTS 32
 
+/* `auth` of an export: as [target] says, or its own. */
+#define RB_AUTH_INHERIT (-1)
+#define RB_AUTH_OPTIONAL 0
+#define RB_AUTH_REQUIRED 1
+
 struct rb_listen_addr {
 	char transport[16]; /* "tcp" or "rdma" */
 	struct rb_endpoint ep;
@@ -27,9 +32,18 @@ struct rb_export_conf {
 	bool read_only;
 	bool direct; /* O_DIRECT, default true */
 	bool inline_writes; /* buffered page-aligned writes by the reactor, default false */
-	int nr_allowed; /* 0 = any host */
+	int auth; /* RB_AUTH_*: default RB_AUTH_INHERIT */
+	int nr_allowed; /* 0 = any host (identification only: see [host]) */
 	char allowed[RB_MAX_ALLOWED_HOSTS][RB_HOSTID_MAX];
 	int line; /* line of the [export NAME] header, for messages */
+};
+
+/* [host NAME]: a host's secret (DHHC-1 key file); it must authenticate. */
+struct rb_host_conf {
+	char name[RB_EXPORT_NAME_MAX];
+	char hostid[RB_HOSTID_MAX]; /* default: NAME */
+	char secret_file[4096];
+	int line;
 };
 
 struct rb_target_conf {
@@ -45,8 +59,12 @@ struct rb_target_conf {
 	uint32_t transfer_timeout_ms; /* host must complete a transfer; default 15000 */
 	int log_level; /* enum rb_log_level */
 	struct rb_transport_opts topts;
+	int auth; /* RB_AUTH_OPTIONAL (default) or RB_AUTH_REQUIRED: every export */
+	char target_secret_file[4096]; /* "" = the target does not prove itself */
 	int nr_exports;
 	struct rb_export_conf *exports; /* malloc'd array */
+	int nr_hosts;
+	struct rb_host_conf *hosts; /* malloc'd array */
 };
 
 /* ublk device ids are minor numbers: 0..RB_UBLK_ID_MAX. */
@@ -89,6 +107,8 @@ struct rb_attach_conf {
 	uint32_t nbd_max_clients; /* NBD socket clients at once; default 256 */
 	bool ublk;
 	uint32_t ublk_id; /* ublk device id; RB_UBLK_ID_ANY = the first free one */
+	char secret_file[4096]; /* this host's DHHC-1 secret; "" = none */
+	char target_secret_file[4096]; /* verify the target with it; "" = do not */
 	int line;
 };
 

@@ -27,7 +27,7 @@
 
 #define MAX_KEYS 24
 
-enum sec_kind { SEC_NONE, SEC_TARGET, SEC_EXPORT, SEC_INITIATOR, SEC_ATTACH, SEC_KINDS };
+enum sec_kind { SEC_NONE, SEC_TARGET, SEC_EXPORT, SEC_HOST, SEC_INITIATOR, SEC_ATTACH, SEC_KINDS };
 
 enum key_type {
 	K_U32, /* uint32_t, decimal */
@@ -39,6 +39,7 @@ enum key_type {
 	K_STR, /* char[size], checked by ->check */
 	K_LISTEN, /* rb_target_conf.listen[], repeatable list */
 	K_HOSTS, /* rb_export_conf.allowed[], repeatable list */
+	K_AUTH, /* int RB_AUTH_OPTIONAL/REQUIRED from "optional"/"required" */
 };
 
 struct key_desc {
@@ -145,6 +146,17 @@ static const struct key_desc target_keys[] = {
 	NUM(struct rb_target_conf, "transfer-timeout", transfer_timeout_ms, K_U32, 1000, 3600000),
 	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
 	TOPTS(struct rb_target_conf),
+	{ .name = "auth", .type = K_AUTH, .off = offsetof(struct rb_target_conf, auth) },
+	{ .name = "target-secret-file", .type = K_STR,
+	  .off = offsetof(struct rb_target_conf, target_secret_file),
+	  .size = sizeof(((struct rb_target_conf *)0)->target_secret_file),
+	  .check = rb_conf_check_path },
+	{ .name = NULL },
+};
+
+static const struct key_desc host_keys[] = {
+	STR(struct rb_host_conf, "hostid", hostid, rb_conf_check_hostid),
+	STR(struct rb_host_conf, "secret-file", secret_file, rb_conf_check_path),
 	{ .name = NULL },
 };
 
@@ -154,6 +166,7 @@ static const struct key_desc export_keys[] = {
 	BOOL(struct rb_export_conf, "direct", direct),
 	BOOL(struct rb_export_conf, "inline-writes", inline_writes),
 	{ "allowed-hosts", K_HOSTS, 0, 0, 0, 0, 0, NULL },
+	{ "auth", K_AUTH, offsetof(struct rb_export_conf, auth), 0, 0, 0, 0, NULL },
 	{ .name = NULL },
 };
 
@@ -181,6 +194,8 @@ static const struct key_desc attach_keys[] = {
 	NUM(struct rb_attach_conf, "nbd-max-clients", nbd_max_clients, K_U32, 1,
 	    RB_ATTACH_NBD_CLIENTS_MAX),
 	BOOL(struct rb_attach_conf, "ublk", ublk),
+	STR(struct rb_attach_conf, "secret-file", secret_file, rb_conf_check_path),
+	STR(struct rb_attach_conf, "target-secret-file", target_secret_file, rb_conf_check_path),
 	NUM(struct rb_attach_conf, "ublk-id", ublk_id, K_U32, 0, RB_UBLK_ID_MAX),
 	{ .name = NULL },
 };
@@ -188,6 +203,7 @@ static const struct key_desc attach_keys[] = {
 static const struct key_desc *const sec_keys[SEC_KINDS] = {
 	[SEC_TARGET] = target_keys,
 	[SEC_EXPORT] = export_keys,
+	[SEC_HOST] = host_keys,
 	[SEC_INITIATOR] = initiator_keys,
 	[SEC_ATTACH] = attach_keys,
 };
@@ -197,6 +213,7 @@ static void *sec_base(struct parse_ctx *ctx)
 	switch (ctx->kind) {
 	case SEC_TARGET: return ctx->t;
 	case SEC_EXPORT: return &ctx->t->exports[ctx->index];
+	case SEC_HOST: return &ctx->t->hosts[ctx->index];
 	case SEC_INITIATOR: return ctx->i;
 	case SEC_ATTACH: return &ctx->i->attach[ctx->index];
 	default: return NULL;
@@ -389,6 +406,16 @@ static int store(struct parse_ctx *ctx, const struct key_desc *k, const char *v)
 		}
 		strcpy(field, v);
 		return 0;
+	case K_AUTH:
+		if (strcmp(v, "required") == 0) {
+			*(int *)field = RB_AUTH_REQUIRED;
+		} else if (strcmp(v, "optional") == 0) {
+			*(int *)field = RB_AUTH_OPTIONAL;
+		} else {
+			fail_value(ctx, k->name, v, "want 'required' or 'optional'");
+			return -EINVAL;
+		}
+		return 0;
 	case K_LISTEN:
 		return for_each_token(ctx, k->name, v, add_listen);
 	case K_HOSTS:
@@ -437,6 +464,9 @@ static void end_section(struct parse_ctx *ctx)
 {
 	if (ctx->kind == SEC_EXPORT && !ctx->seen[SEC_EXPORT][key_index(SEC_EXPORT, "path")])
 		fail_at(ctx, ctx->sec_line, "%s: missing path", ctx->sec_title);
+	if (ctx->kind == SEC_HOST &&
+	    !ctx->seen[SEC_HOST][key_index(SEC_HOST, "secret-file")])
+		fail_at(ctx, ctx->sec_line, "%s: missing secret-file", ctx->sec_title);
 	if (ctx->kind == SEC_ATTACH && !ctx->seen[SEC_ATTACH][key_index(SEC_ATTACH, "uri")])
 		fail_at(ctx, ctx->sec_line, "%s: missing uri", ctx->sec_title);
 	ctx->kind = SEC_NONE;
@@ -491,6 +521,7 @@ static int add_named(struct parse_ctx *ctx, const char *name)
 		e = &e[t->nr_exports];
 		memset(e, 0, sizeof(*e));
 		e->direct = true;
+		e->auth = RB_AUTH_INHERIT;
 		strcpy(e->name, name);
 		e->line = ctx->lineno;
 		ctx->index = t->nr_exports++;
@@ -521,6 +552,39 @@ static int add_named(struct parse_ctx *ctx, const char *name)
 out_nomem:
 	fail_at(ctx, ctx->lineno, "out of memory");
 	return -ENOMEM;
+}
+
+/* A [host NAME] section: its host id defaults to NAME. */
+static int add_host_section(struct parse_ctx *ctx, const char *name)
+{
+	struct rb_target_conf *t = ctx->t;
+	struct rb_host_conf *h;
+	char reason[128];
+
+	if (rb_conf_check_hostid(name, reason, sizeof(reason))) {
+		fail_at(ctx, ctx->lineno, "host name '%s': %s", name, reason);
+		return -EINVAL;
+	}
+	for (int n = 0; n < t->nr_hosts; n++) {
+		if (strcmp(t->hosts[n].name, name) == 0) {
+			fail_at(ctx, ctx->lineno, "duplicate host '%s' (first on line %d)", name,
+				t->hosts[n].line);
+			return -EEXIST;
+		}
+	}
+	h = realloc(t->hosts, sizeof(*h) * (size_t)(t->nr_hosts + 1));
+	if (!h) {
+		fail_at(ctx, ctx->lineno, "out of memory");
+		return -ENOMEM;
+	}
+	t->hosts = h;
+	h = &h[t->nr_hosts];
+	memset(h, 0, sizeof(*h));
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	snprintf(h->hostid, sizeof(h->hostid), "%s", name);
+	h->line = ctx->lineno;
+	ctx->index = t->nr_hosts++;
+	return 0;
 }
 
 /* "[ target ]", "[export NAME]": s is the stripped line starting with '['. */
@@ -563,6 +627,16 @@ static int begin_section(struct parse_ctx *ctx, char *s)
 		ctx->single_line[kind] = ctx->lineno;
 		ctx->kind = kind;
 		snprintf(ctx->sec_title, sizeof(ctx->sec_title), "[%s]", single);
+	} else if (ctx->t && kwlen == 4 && strncmp(s, "host", 4) == 0) {
+		if (!*name) {
+			fail_at(ctx, ctx->lineno, "section [host] needs a name: [host NAME]");
+			return -EINVAL;
+		}
+		if (add_host_section(ctx, name))
+			return -EINVAL;
+		memset(ctx->seen[SEC_HOST], 0, sizeof(ctx->seen[SEC_HOST]));
+		ctx->kind = SEC_HOST;
+		snprintf(ctx->sec_title, sizeof(ctx->sec_title), "[host %s]", shorten(name, sb));
 	} else if (kwlen == strlen(named) && strncmp(s, named, kwlen) == 0) {
 		bool is_attach = ctx->i != NULL;
 		enum sec_kind kind = is_attach ? SEC_ATTACH : SEC_EXPORT;
@@ -731,6 +805,7 @@ void rb_target_conf_init(struct rb_target_conf *c)
 void rb_target_conf_free(struct rb_target_conf *c)
 {
 	free(c->exports);
+	free(c->hosts);
 	rb_target_conf_init(c);
 }
 
@@ -755,6 +830,9 @@ int rb_target_conf_diff(const struct rb_target_conf *a, const struct rb_target_c
 		const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
 		bool same;
 
+		/* Secrets and policy: a reload applies them (target/auth.c). */
+		if (strcmp(k->name, "auth") == 0 || strcmp(k->name, "target-secret-file") == 0)
+			continue;
 		switch (k->type) {
 		case K_LISTEN: same = same_listen(a, b); break;
 		case K_U32:
@@ -784,6 +862,17 @@ static int target_finish(struct parse_ctx *ctx)
 		t->listen[0].ep.port = RB_DEFAULT_PORT;
 		t->nr_listen = 1;
 	}
+	/* Two sections for one host id would make its secret ambiguous. */
+	for (int i = 0; i < t->nr_hosts; i++)
+		for (int j = 0; j < i; j++)
+			if (strcmp(t->hosts[i].hostid, t->hosts[j].hostid) == 0) {
+				fail_at(ctx, t->hosts[i].line,
+					"[host %s]: host id '%s' already has a secret ([host %s], "
+					"line %d)",
+					t->hosts[i].name, t->hosts[i].hostid, t->hosts[j].name,
+					t->hosts[j].line);
+				return -EINVAL;
+			}
 	if (t->incapsule > t->max_transfer) {
 		int line = ctx->seen[SEC_TARGET][key_index(SEC_TARGET, "incapsule")];
 

@@ -406,16 +406,21 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
 
 enum rb_cm_reject_reason rb_check_cm_req(const void *priv, size_t len, struct rb_validate_err *err)
 {
-	const struct rb_cm_req *cr = priv;
+	const struct rb_cm_req2 *cr = priv;
+	uint16_t version;
 
 	err->field = NULL;
 	err->value = 0;
-	if (len < sizeof(*cr))
+	if (len < offsetof(struct rb_cm_req2, qid))
 		return fail(err, "cm_req", len, RB_REJ_BAD_MAGIC);
 	if (rb_from_le32(cr->magic) != RB_MAGIC)
 		return fail(err, "cm_req.magic", rb_from_le32(cr->magic), RB_REJ_BAD_MAGIC);
-	if (rb_from_le16(cr->version) != RB_PROTO_VERSION)
-		return fail(err, "cm_req.version", rb_from_le16(cr->version), RB_REJ_BAD_VERSION);
+	/* The version first: a version 1 request is shorter, and must hear why. */
+	version = rb_from_le16(cr->version);
+	if (version != RB_PROTO_VERSION)
+		return fail(err, "cm_req.version", version, RB_REJ_BAD_VERSION);
+	if (len < sizeof(*cr))
+		return fail(err, "cm_req", len, RB_REJ_BAD_MAGIC);
 	/* The admin queue is what creates a session: it cannot join one. */
 	if (rb_from_le16(cr->qid) == 0 && rb_from_le64(cr->session))
 		return fail(err, "cm_req.session", rb_from_le64(cr->session), RB_REJ_BAD_QID);
@@ -427,17 +432,20 @@ enum rb_cm_reject_reason rb_check_cm_req(const void *priv, size_t len, struct rb
 int rb_check_cm_rep(const void *priv, size_t len, uint16_t asked_depth, uint32_t asked_incapsule,
 		    struct rb_validate_err *err)
 {
-	const struct rb_cm_rep *rep = priv;
+	const struct rb_cm_rep2 *rep = priv;
 	uint16_t depth;
 
 	err->field = NULL;
 	err->value = 0;
+	if (len >= offsetof(struct rb_cm_rep2, depth) && rb_from_le32(rep->magic) == RB_MAGIC &&
+	    rb_from_le16(rep->version) != RB_PROTO_VERSION)
+		return fail(err, "cm_rep.version", rb_from_le16(rep->version), -EPROTO);
 	if (len < sizeof(*rep))
 		return fail(err, "cm_rep", len, -EPROTO);
 	if (rb_from_le32(rep->magic) != RB_MAGIC)
 		return fail(err, "cm_rep.magic", rb_from_le32(rep->magic), -EPROTO);
-	if (rb_from_le16(rep->version) != RB_PROTO_VERSION)
-		return fail(err, "cm_rep.version", rb_from_le16(rep->version), -EPROTO);
+	if (rep->rsvd)
+		return fail(err, "cm_rep.rsvd", rb_from_le32(rep->rsvd), -EPROTO);
 	depth = rb_from_le16(rep->depth);
 	if (depth == 0 || depth > asked_depth)
 		return fail(err, "cm_rep.depth", depth, -EPROTO);

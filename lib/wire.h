@@ -12,9 +12,9 @@
 #include <stdint.h>
 
 #define RB_MAGIC 0x4b4c4252u /* "RBLK" read as little-endian u32 */
-#define RB_PROTO_VERSION 1
-/* Version 2 authenticates every queue (docs/protocol.md, "Authentication");
- * RB_PROTO_VERSION becomes this once the daemons speak it. */
+/* Version 2 authenticates every queue (docs/protocol.md, "Authentication").
+ * Version 1 peers are refused, never served. */
+#define RB_PROTO_VERSION 2
 #define RB_PROTO_VERSION_AUTH 2
 
 #define RB_DEFAULT_PORT 4520 /* tcp and rdma (RDMA CM port space TCP) */
@@ -419,7 +419,9 @@ enum rb_status rb_validate_capsule(const struct rb_capsule *c, const struct rb_v
  * is private data shorter than the struct, value = bytes received).
  */
 
-/* Target: RB_REJ_NONE, or the reason to reject the connection with. */
+/* Target: RB_REJ_NONE, or the reason to reject the connection with.  The
+ * private data is an rb_cm_req2; a version 1 rb_cm_req (32 bytes) is
+ * RB_REJ_BAD_VERSION with err->value its version. */
 enum rb_cm_reject_reason rb_check_cm_req(const void *priv, size_t len, struct rb_validate_err *err);
 
 /*
@@ -431,7 +433,8 @@ enum rb_cm_reject_reason rb_check_cm_req(const void *priv, size_t len, struct rb
 #define RB_GRANT_OVER_DEPTH 0x4
 
 /*
- * Initiator, on a connection accept: -EPROTO, or RB_GRANT_OVER_INCAPSULE.
+ * Initiator, on a connection accept (an rb_cm_rep2): -EPROTO, or
+ * RB_GRANT_OVER_INCAPSULE.
  * A depth above asked_depth is refused: only that many receives are posted.
  */
 int rb_check_cm_rep(const void *priv, size_t len, uint16_t asked_depth, uint32_t asked_incapsule,

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,7 @@ static bool connect_export(struct tgt_req *req, struct tgt_export **out)
 {
 	struct tgt_queue *q = req->q;
 	const struct rb_connect_req *cr = req->buf;
+	char hb[RB_LOG_ESCAPE_MAX], eb[RB_LOG_ESCAPE_MAX];
 	struct tgt_export *e;
 	enum rb_status st;
 
@@ -52,12 +54,12 @@ static bool connect_export(struct tgt_req *req, struct tgt_export **out)
 		return true;
 	e = tgt_export_get(q->r->t, cr->export_name);
 	if (!e) {
-		rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer, cr->hostid,
-			cr->export_name);
+		rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer,
+			TGT_ESC(hb, cr->hostid), TGT_ESC(eb, cr->export_name));
 		st = RB_S_UNKNOWN_EXPORT;
 	} else if (!host_allowed(&e->conf, cr->hostid)) {
 		rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
-			cr->hostid, cr->export_name);
+			TGT_ESC(hb, cr->hostid), TGT_ESC(eb, cr->export_name));
 		tgt_export_put(e);
 		st = RB_S_ACCESS_DENIED;
 	} else {
@@ -79,14 +81,87 @@ static void connect_grant(const struct tgt_target *t, const struct rb_connect_re
 		*kato = t->conf.keepalive_ms;
 }
 
+/* The grant of a session, as CONNECT (or AUTH SUCCESS) carries it. */
+static void connect_fill(const struct tgt_target *t, const struct tgt_session *s,
+			 struct rb_connect_rsp *rsp)
+{
+	const struct tgt_export *e = s->export;
+
+	memset(rsp, 0, sizeof(*rsp));
+	rsp->session = rb_le64(s->id);
+	if (e) {
+		rsp->size = rb_le64(e->size);
+		rsp->block_size = rb_le32(e->block_size);
+		rsp->phys_block_size = rb_le32(e->phys_block_size);
+		rsp->max_transfer = rb_le32(t->conf.max_transfer);
+		rsp->export_flags = rb_le32(e->flags);
+		rsp->handle = rb_le32(e->handle);
+		rsp->nr_io_queues = rb_le16(s->nr_io_queues);
+		rsp->queue_depth = rb_le16(s->queue_depth);
+	}
+}
+
+/* Session ids bind nothing without the key, but are still not for info logs. */
+static void session_log(const struct tgt_queue *q, const struct tgt_session *s, const char *how)
+{
+	char hb[RB_LOG_ESCAPE_MAX], eb[RB_LOG_ESCAPE_MAX];
+
+	rb_info("peer %s host %s: %s%s%s (%u I/O queues, depth %u, kato %u ms)", q->peer,
+		TGT_ESC(hb, s->hostid), s->export ? "export " : "discovery",
+		s->export ? TGT_ESC(eb, s->export->conf.name) : "", how, s->nr_io_queues,
+		s->queue_depth, s->kato_ms);
+	rb_dbg("peer %s: session %016llx", q->peer, (unsigned long long)s->id);
+}
+
+void tgt_auth_failed(struct tgt_queue *q, const char *hostid, const char *what, const char *why)
+{
+	char hb[RB_LOG_ESCAPE_MAX];
+	uint64_t n = atomic_fetch_add(&q->r->t->auth_failures, 1) + 1;
+
+	rb_warn("peer %s host %s: %s authentication failed: %s (%llu failures so far)", q->peer,
+		TGT_ESC(hb, hostid), what, why, (unsigned long long)n);
+}
+
+/* The exchange for the session CONNECT just created; -1 if refused (answered). */
+static int auth_start(struct tgt_req *req, struct tgt_session *s,
+		      const struct rb_auth_key *host_key, const struct rb_auth_key *tgt_key)
+{
+	struct tgt_queue *q = req->q;
+	const struct rb_connect_req *cr = req->buf;
+	struct rb_auth_params p = {
+		.hostid = s->hostid,
+		.target_id = s->export ? s->export->conf.name : "",
+		.session = s->id,
+		.host_key = host_key,
+		.target_key = tgt_key,
+		.hash_mask = RB_AUTH_HASH_MASK_ALL,
+		.dh_mask = RB_AUTH_DH_MASK_ALL,
+		.now_ns = q->created_ns,
+	};
+	int ret;
+
+	s->auth_required = true;
+	q->auth_replaces = rb_from_le64(cr->replaces);
+	ret = rb_auth_tgt_new(&p, &q->tauth);
+	if (ret) {
+		rb_err("peer %s: authentication set-up: %s", q->peer, strerror(-ret));
+		tgt_req_complete(req, RB_S_BUSY, 0);
+		return -1;
+	}
+	return 0;
+}
+
 /* Creates the session and answers a CONNECT admin_connect validated; takes
- * over the reference to e (NULL: a discovery session). */
-static void connect_finish(struct tgt_req *req, struct tgt_export *e)
+ * over the reference to e (NULL: a discovery session).  With need_auth the
+ * grant waits for the exchange (AUTH). */
+static void connect_finish(struct tgt_req *req, struct tgt_export *e, bool need_auth,
+			   const struct rb_auth_key *host_key, const struct rb_auth_key *tgt_key)
 {
 	struct tgt_queue *q = req->q;
 	struct tgt_target *t = q->r->t;
 	const struct rb_connect_req *cr = req->buf;
 	struct rb_connect_rsp *rsp = (void *)((char *)req->buf + RB_CONNECT_RSP_OFFSET);
+	char hb[RB_LOG_ESCAPE_MAX], eb[RB_LOG_ESCAPE_MAX];
 	struct tgt_session *s;
 	uint16_t nq, depth;
 	uint32_t kato;
@@ -101,32 +176,62 @@ static void connect_finish(struct tgt_req *req, struct tgt_export *e)
 		return;
 	}
 	q->session = s;
-	memset(rsp, 0, sizeof(*rsp));
-	rsp->session = rb_le64(s->id);
-	if (e) {
-		rsp->size = rb_le64(e->size);
-		rsp->block_size = rb_le32(e->block_size);
-		rsp->phys_block_size = rb_le32(e->phys_block_size);
-		rsp->max_transfer = rb_le32(t->conf.max_transfer);
-		rsp->export_flags = rb_le32(e->flags);
-		rsp->handle = rb_le32(e->handle);
-		rsp->nr_io_queues = rb_le16(nq);
-		rsp->queue_depth = rb_le16(depth);
+	if (need_auth) {
+		if (auth_start(req, s, host_key, tgt_key))
+			return;
+		memset(rsp, 0, sizeof(*rsp));
+		rsp->session = rb_le64(s->id);
+		rsp->auth_flags = rb_le32(RB_CONNECT_AUTH_REQUIRED);
+		rb_info("peer %s host %s: %s%s: authentication required", q->peer,
+			TGT_ESC(hb, cr->hostid), e ? "export " : "discovery",
+			e ? TGT_ESC(eb, e->conf.name) : "");
+		tgt_req_reply_data(req, RB_CONNECT_RSP_OFFSET, sizeof(*rsp), RB_S_SUCCESS, s->id);
+		return;
 	}
-	rb_info("peer %s host %s: session %016llx %s%s (%u I/O queues, depth %u, kato %u ms)",
-		q->peer, cr->hostid, (unsigned long long)s->id, e ? "export " : "discovery",
-		e ? e->conf.name : "", nq, depth, kato);
+	connect_fill(t, s, rsp);
+	session_log(q, s, "");
 	tgt_req_reply_data(req, RB_CONNECT_RSP_OFFSET, sizeof(*rsp), RB_S_SUCCESS, s->id);
 }
 
-/* A CONNECT that waited for its predecessor goes on: a reload meanwhile may
- * have removed or replaced its export, so it is looked up again. */
+/* The exchange is done: the grant CONNECT held back, in SUCCESS. */
+static void auth_finish(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	union rb_auth_tgt_msg *out = (void *)((char *)req->buf + RB_AUTH_RSP_OFFSET);
+
+	connect_fill(q->r->t, q->session, &out->succ.connect);
+	session_log(q, q->session, ", authenticated");
+	tgt_req_reply_data(req, RB_AUTH_RSP_OFFSET, sizeof(*out), RB_S_SUCCESS, 0);
+}
+
+/* A CONNECT (or the AUTH ending an exchange) that waited for its predecessor
+ * goes on: a reload meanwhile may have removed or replaced a CONNECT's
+ * export, so it is looked up again (an authenticated session has its own). */
 static void connect_resume(struct tgt_req *req)
 {
 	struct tgt_export *e;
 
+	if (req->cmd.opcode == RB_OP_AUTH) {
+		auth_finish(req);
+		return;
+	}
 	if (connect_export(req, &e))
-		connect_finish(req, e);
+		connect_finish(req, e, false, NULL, NULL);
+}
+
+/* Park req until old (a reference held) has no commands left. */
+static void wait_predecessor(struct tgt_req *req, struct tgt_session *old)
+{
+	struct tgt_queue *q = req->q;
+
+	rb_info("peer %s: the session this one replaces still has commands in flight: waiting "
+		"for them",
+		q->peer);
+	q->connect_req = req;
+	q->replacing = old;
+	q->replace_deadline_ns = rb_clock_ns() + PREDECESSOR_WAIT_NS;
+	req->state = REQ_WAIT_PREDECESSOR;
+	q->r->nr_replacing++;
 }
 
 static void admin_connect(struct tgt_req *req)
@@ -137,10 +242,12 @@ static void admin_connect(struct tgt_req *req)
 	struct tgt_export *e; /* NULL: a discovery session */
 	struct tgt_session *old;
 	struct rb_validate_err err;
+	struct rb_auth_key hk, tk;
 	uint64_t old_id = rb_from_le64(cr->replaces);
 	enum rb_status st;
 	uint16_t nq, depth;
 	uint32_t kato;
+	bool need, has_hk, has_tk;
 
 	if (q->session || q->replacing) {
 		rb_warn("queue 0 (peer %s): second CONNECT refused", q->peer);
@@ -162,31 +269,97 @@ static void admin_connect(struct tgt_req *req)
 		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
 		return;
 	}
+	need = tgt_auth_policy(t, cr->hostid, e, &hk, &has_hk, &tk, &has_tk);
+	if (need) {
+		/* `replaces` waits for the exchange's end: acted on in AUTH. */
+		connect_finish(req, e, true, has_hk ? &hk : NULL, has_tk ? &tk : NULL);
+		rb_auth_key_clear(&hk);
+		rb_auth_key_clear(&tk);
+		return;
+	}
+	rb_auth_key_clear(&tk);
 	/*
 	 * A reconnecting host re-issues the commands its previous session left
 	 * unanswered.  Any of them still executing here could land after the
 	 * re-issued copy and a later write to the same blocks, so the new
 	 * session starts only once the old one's commands have all finished.
 	 */
-	old = old_id && e ? tgt_session_take_predecessor(old_id, cr->hostid, cr->export_name) : NULL;
+	old = old_id && e ? tgt_session_take_predecessor(old_id, cr->hostid, cr->export_name, false) :
+			    NULL;
 	if (old && atomic_load(&old->refs) > 1) {
 		tgt_export_put(e); /* connect_resume looks it up again */
-		rb_info("peer %s host %s: CONNECT replaces session %016llx, which still has "
-			"commands in flight: waiting for them",
-			q->peer, cr->hostid, (unsigned long long)old_id);
-		q->connect_req = req;
-		q->replacing = old;
-		q->replace_deadline_ns = rb_clock_ns() + PREDECESSOR_WAIT_NS;
-		req->state = REQ_WAIT_PREDECESSOR;
-		q->r->nr_replacing++;
+		wait_predecessor(req, old);
 		return;
 	}
 	if (old) {
-		rb_info("peer %s host %s: CONNECT replaces session %016llx", q->peer, cr->hostid,
-			(unsigned long long)old_id);
+		rb_info("peer %s: CONNECT replaces a previous session of this host", q->peer);
 		tgt_session_put(old);
 	}
-	connect_finish(req, e);
+	connect_finish(req, e, false, NULL, NULL);
+}
+
+/* An AUTH step failed: answer with st, then close the admin queue. */
+static void auth_fail(struct tgt_req *req, enum rb_status st, const char *why)
+{
+	struct tgt_queue *q = req->q;
+
+	tgt_auth_failed(q, q->session ? q->session->hostid : "", "admin queue", why);
+	rb_auth_tgt_free(q->tauth);
+	q->tauth = NULL;
+	req->close_after = true;
+	tgt_req_complete(req, st, 0);
+}
+
+static void admin_auth(struct tgt_req *req)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_session *s = q->session, *old;
+	const union rb_auth_host_msg *in = req->buf;
+	union rb_auth_tgt_msg *out = (void *)((char *)req->buf + RB_AUTH_RSP_OFFSET);
+	struct rb_auth_skey sk;
+	enum rb_status st;
+
+	if (!q->tauth) {
+		/* Before CONNECT, after the exchange, or where none is needed. */
+		auth_fail(req, RB_S_AUTH_OUT_OF_STATE, "AUTH with no exchange running");
+		return;
+	}
+	memset(out, 0, sizeof(*out));
+	st = rb_auth_tgt_step(q->tauth, rb_clock_ns(), in, out);
+	if (st != RB_S_SUCCESS) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "%s (%s)", rb_status_name(st),
+			 rb_auth_tgt_why(q->tauth));
+		auth_fail(req, st, why);
+		return;
+	}
+	if (!rb_auth_tgt_done(q->tauth)) {
+		tgt_req_reply_data(req, RB_AUTH_RSP_OFFSET, sizeof(*out), RB_S_SUCCESS, 0);
+		return;
+	}
+	if (rb_auth_tgt_session_key(q->tauth, &sk)) {
+		auth_fail(req, RB_S_AUTH_FAILED, "session key derivation failed");
+		return;
+	}
+	rb_auth_tgt_free(q->tauth);
+	q->tauth = NULL;
+	tgt_session_authenticated(s, &sk);
+	rb_auth_skey_clear(&sk);
+	old = q->auth_replaces && s->export ?
+		      tgt_session_take_predecessor(q->auth_replaces, s->hostid,
+						   s->export->conf.name, true) :
+		      NULL;
+	if (old && atomic_load(&old->refs) > 1) {
+		wait_predecessor(req, old);
+		return;
+	}
+	if (old) {
+		rb_info("peer %s: authenticated session replaces a previous one of this host",
+			q->peer);
+		tgt_session_put(old);
+	}
+	auth_finish(req);
 }
 
 void tgt_admin_release_replacing(struct tgt_queue *q)
@@ -206,8 +379,6 @@ void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns)
 
 	for (q = r->queues; q; q = next) {
 		struct tgt_req *req = q->connect_req;
-		const struct rb_connect_req *cr = req ? req->buf : NULL;
-		unsigned long long old_id;
 		bool quiet;
 
 		next = q->next; /* answering may destroy a dead queue */
@@ -217,27 +388,27 @@ void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns)
 		quiet = atomic_load(&q->replacing->refs) == 1; /* ours only */
 		if (!quiet && !q->dead && now_ns < q->replace_deadline_ns)
 			continue;
-		old_id = (unsigned long long)q->replacing->id;
 		tgt_admin_release_replacing(q);
 		if (q->dead) {
 			tgt_req_complete(req, RB_S_ABORTED, 0);
 		} else if (quiet) {
-			rb_info("peer %s host %s: session %016llx, replaced, has finished its "
-				"commands",
-				q->peer, cr->hostid, old_id);
+			rb_info("peer %s: the session replaced has finished its commands", q->peer);
 			connect_resume(req);
 		} else {
-			rb_warn("peer %s host %s: session %016llx, which the CONNECT replaces, "
-				"still has commands in flight after %llu ms: refused, the host "
-				"retries",
-				q->peer, cr->hostid, old_id, PREDECESSOR_WAIT_NS / 1000000ull);
+			rb_warn("peer %s: the session replaced still has commands in flight after "
+				"%llu ms: refused, the host retries",
+				q->peer, PREDECESSOR_WAIT_NS / 1000000ull);
+			/* After AUTH the exchange is spent: the host starts over. */
+			req->close_after = req->cmd.opcode == RB_OP_AUTH;
 			tgt_req_complete(req, RB_S_PREDECESSOR_BUSY, 0);
 		}
 	}
 }
 
 struct list_ctx {
+	const struct tgt_target *t;
 	const char *hostid;
+	bool authed;
 	struct rb_export_entry *ent;
 	uint32_t cap, n, total;
 };
@@ -247,8 +418,10 @@ static void list_one(const struct tgt_export *e, void *arg)
 	struct list_ctx *l = arg;
 	struct rb_export_entry *ent = &l->ent[l->n];
 
-	/* Hosts see only what they may connect to. */
-	if (!host_allowed(&e->conf, l->hostid))
+	/* Hosts see only what they may connect to: protected exports only
+	 * after the exchange. */
+	if (!host_allowed(&e->conf, l->hostid) ||
+	    (!l->authed && tgt_auth_export_required(l->t, e)))
 		return;
 	l->total++;
 	if (l->n == l->cap)
@@ -273,7 +446,9 @@ static void admin_list(struct tgt_req *req)
 		tgt_req_complete(req, RB_S_INVALID_QUEUE, 0);
 		return;
 	}
+	l.t = q->r->t;
 	l.hostid = q->session->hostid;
+	l.authed = q->session->authed;
 	tgt_exports_foreach(q->r->t, list_one, &l);
 	/* result: entries written (low 32 bits), entries visible (high 32). */
 	tgt_req_reply_data(req, 0, l.n * (uint32_t)sizeof(*l.ent), RB_S_SUCCESS,
@@ -284,8 +459,14 @@ void tgt_admin_execute(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
 
+	/* Until the exchange is done: AUTH and DISCONNECT only. */
+	if (q->tauth && req->cmd.opcode != RB_OP_AUTH && req->cmd.opcode != RB_OP_DISCONNECT) {
+		tgt_req_complete(req, RB_S_AUTH_REQUIRED, 0);
+		return;
+	}
 	switch (req->cmd.opcode) {
 	case RB_OP_CONNECT: admin_connect(req); return;
+	case RB_OP_AUTH: admin_auth(req); return;
 	case RB_OP_LIST_EXPORTS: admin_list(req); return;
 	case RB_OP_KEEPALIVE:
 		tgt_req_complete(req, q->session ? RB_S_SUCCESS : RB_S_INVALID_QUEUE, 0);
@@ -304,6 +485,13 @@ void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns)
 
 	if (q->dead)
 		return;
+	if (q->tauth && now_ns >= rb_auth_tgt_deadline_ns(q->tauth)) {
+		tgt_auth_failed(q, q->session->hostid, "admin queue",
+				"exchange not done within the time allowed");
+		tgt_queue_fail(q, "authentication timed out");
+		tgt_queue_maybe_destroy(q);
+		return;
+	}
 	/* Before CONNECT: a host gets 10 s to identify itself. */
 	limit = q->session ? (uint64_t)q->session->kato_ms * 1000000ull : 10000000000ull;
 	if (limit && now_ns - q->last_cmd_ns > limit) {

@@ -217,6 +217,8 @@ int tgt_exports_open(struct tgt_target *t, const struct rb_target_conf *c)
 
 void tgt_exports_close(struct tgt_target *t)
 {
+	tgt_auth_free(t->auth);
+	t->auth = NULL;
 	put_all(t->exports, t->nr_exports);
 	t->exports = NULL;
 	t->nr_exports = 0;
@@ -327,6 +329,7 @@ int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level)
 {
 	struct rb_target_conf nc;
 	struct tgt_export **fresh, **old;
+	struct tgt_auth *auth;
 	char errbuf[512];
 	int ret = 0, nr_old, added = 0, changed = 0, removed = 0;
 
@@ -336,15 +339,23 @@ int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level)
 		rb_err("reload: %s; keeping the running configuration", errbuf);
 		return ret;
 	}
+	ret = tgt_auth_load(&nc, &auth, errbuf, sizeof(errbuf));
+	if (ret) {
+		rb_err("reload: %s; keeping the running configuration", errbuf);
+		rb_target_conf_free(&nc);
+		return ret;
+	}
 	fresh = table_open(t, &nc, &ret);
 	if (!fresh) {
 		rb_err("reload: %s: an export cannot be opened (above); keeping the running "
 		       "configuration",
 		       path);
 		rb_target_conf_free(&nc);
+		tgt_auth_free(auth);
 		return ret;
 	}
 	warn_target_keys(t, &nc, path, keep_log_level);
+	tgt_auth_warn(&nc);
 	/* Unchanged exports stay the very same object: their sessions and
 	 * counters go on, and the copy just opened is dropped. */
 	for (int i = 0; i < nc.nr_exports; i++) {
@@ -370,6 +381,9 @@ int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level)
 	t->exports = fresh;
 	t->nr_exports = nc.nr_exports;
 	pthread_mutex_unlock(&t->exports_lock);
+	/* New sessions and queues use the new secrets; authenticated ones
+	 * keep their session keys. */
+	tgt_auth_install(t, auth);
 
 	for (int i = 0; i < nr_old; i++) {
 		struct tgt_export *e = old[i];
@@ -388,8 +402,9 @@ int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level)
 		}
 	}
 	put_all(old, nr_old);
-	rb_info("reload: %s: %d export(s): %d added, %d changed, %d removed", path, nc.nr_exports,
-		added, changed, removed);
+	rb_info("reload: %s: %d export(s): %d added, %d changed, %d removed; %d host secret(s)%s",
+		path, nc.nr_exports, added, changed, removed, nc.nr_hosts,
+		nc.target_secret_file[0] ? ", target secret" : "");
 	rb_target_conf_free(&nc);
 	return 0;
 }

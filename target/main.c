@@ -60,7 +60,7 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 {
 	struct rb_cm_rej rej;
 	struct tgt_conn_msg *m;
-	const struct rb_cm_req *cr = priv;
+	const struct rb_cm_req2 *cr = priv;
 	struct rb_validate_err err;
 	enum rb_cm_reject_reason reason;
 	char peer[128];
@@ -69,6 +69,14 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 	ls->ops->conn_peer(conn, peer, sizeof(peer));
 	/* Before a reactor sees it: the session lookup there trusts the rest. */
 	reason = rb_check_cm_req(priv, priv_len, &err);
+	if (reason == RB_REJ_BAD_VERSION) {
+		rb_warn("%s peer %s: protocol version %llu refused: this target requires version %u "
+			"(authentication)",
+			ls->ops->name, peer, (unsigned long long)err.value, RB_PROTO_VERSION);
+		rej.reason = rb_le16(reason);
+		ls->ops->reject(conn, &rej, sizeof(rej));
+		return;
+	}
 	if (reason != RB_REJ_NONE) {
 		rb_warn("%s peer %s: connection request rejected: %s (field %s = %llu)",
 			ls->ops->name, peer, rb_reject_name(reason), err.field,
@@ -234,6 +242,8 @@ static int serve(struct tgt_target *t, int sfd, struct listener *ls, int epfd,
 				continue;
 			if (si.ssi_signo == SIGUSR1) {
 				tgt_exports_foreach(t, dump_one, NULL);
+				rb_info("auth: %llu failure(s)",
+					(unsigned long long)atomic_load(&t->auth_failures));
 				continue;
 			}
 			if (si.ssi_signo == SIGHUP) {
@@ -309,8 +319,21 @@ int main(int argc, char **argv)
 	}
 	if (t.conf.nr_exports == 0)
 		rb_warn("%s: no [export NAME] sections: nothing to serve", config);
-	if (tgt_exports_open(&t, &t.conf) < 0)
-		return 1;
+	{
+		struct tgt_auth *auth;
+
+		/* A key file anyone else may read is refused, naming it. */
+		if (tgt_auth_load(&t.conf, &auth, errbuf, sizeof(errbuf)) < 0) {
+			fprintf(stderr, "rdmablk-target: %s: %s\n", config, errbuf);
+			return 1;
+		}
+		tgt_auth_warn(&t.conf);
+		if (tgt_exports_open(&t, &t.conf) < 0) {
+			tgt_auth_free(auth);
+			return 1;
+		}
+		tgt_auth_install(&t, auth);
+	}
 	if (check) {
 		printf("%s: configuration OK, %d export(s)\n", config, t.nr_exports);
 		tgt_exports_close(&t);

@@ -31,11 +31,16 @@ static void queue_free_mem(struct tgt_queue *q)
 {
 	struct tgt_reactor *r = q->r;
 
-	if (q->recvs) {
+	if (q->recvs && !q->incap_aux) {
 		for (uint16_t i = 0; i < q->depth; i++)
 			if (q->recvs[i].incap)
 				rb_bufpool_put(&r->incap, q->recvs[i].incap);
 	}
+	if (q->recvs && q->incap_aux)
+		for (uint16_t i = 0; i < q->depth; i++)
+			q->recvs[i].incap = NULL; /* slices of aux, not the pool's */
+	rb_auth_tgt_free(q->tauth);
+	q->tauth = NULL;
 	if (q->rsp_mr)
 		q->cx->ops->dereg_mr(q->rsp_mr);
 	if (q->capsule_mr)
@@ -62,11 +67,15 @@ static int queue_alloc(struct tgt_queue *q)
 	q->nr_reqs = (uint32_t)q->depth * 2;
 	q->recvs = calloc(q->depth, sizeof(*q->recvs));
 	q->reqs = calloc(q->nr_reqs, sizeof(*q->reqs));
-	q->capsules = rb_alloc_lines((size_t)q->depth * sizeof(*q->capsules));
+	/* Behind the capsules: RB_QUEUE_AUTH_SIZE per receive, where an I/O
+	 * queue granted less in-capsule data takes its QUEUE_AUTH proof. */
+	q->capsules = rb_alloc_lines((size_t)q->depth * (sizeof(*q->capsules) + RB_QUEUE_AUTH_SIZE));
 	q->rsps = rb_alloc_lines((size_t)q->nr_reqs * sizeof(*q->rsps));
 	if (!q->recvs || !q->reqs || !q->capsules || !q->rsps)
 		return -ENOMEM;
-	ret = ops->reg_mr(q->cx->domain, q->capsules, (size_t)q->depth * sizeof(*q->capsules),
+	q->aux = (uint8_t *)(q->capsules + q->depth);
+	ret = ops->reg_mr(q->cx->domain, q->capsules,
+			  (size_t)q->depth * (sizeof(*q->capsules) + RB_QUEUE_AUTH_SIZE),
 			  RB_ACCESS_LOCAL, &q->capsule_mr);
 	if (ret)
 		return ret;
@@ -84,12 +93,19 @@ static int queue_alloc(struct tgt_queue *q)
 			r->t->conf.buffers);
 		q->incapsule = 0;
 	}
+	q->recv_data = q->incapsule;
+	if (q->qid && q->incapsule < RB_QUEUE_AUTH_SIZE) {
+		q->incap_aux = true;
+		q->recv_data = RB_QUEUE_AUTH_SIZE;
+	}
 	for (uint16_t i = 0; i < q->depth; i++) {
 		struct tgt_recv *rv = &q->recvs[i];
 
 		rv->q = q;
 		rv->capsule = &q->capsules[i];
-		if (q->incapsule) {
+		if (q->incap_aux) {
+			rv->incap = q->aux + (size_t)i * RB_QUEUE_AUTH_SIZE;
+		} else if (q->incapsule) {
 			rv->incap = rb_bufpool_get(&r->incap);
 			if (!rv->incap)
 				return -ENOBUFS;
@@ -110,10 +126,10 @@ static int queue_alloc(struct tgt_queue *q)
 int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_cqctx *cx)
 {
 	const struct rb_target_conf *conf = &r->t->conf;
-	const struct rb_cm_req *cr = &m->req;
+	const struct rb_cm_req2 *cr = &m->req;
 	uint16_t qid = rb_from_le16(cr->qid), reason = RB_REJ_NONE;
 	uint32_t want_depth = rb_from_le16(cr->depth), limit;
-	struct rb_cm_rep rep;
+	struct rb_cm_rep2 rep;
 	struct rb_conn_caps caps;
 	struct tgt_session *s = NULL;
 	struct tgt_queue *q;
@@ -157,7 +173,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	if (qid == 0)
 		q->incapsule = 0; /* admin commands carry data by key only */
 	q->max_rd = 16;
-	q->last_cmd_ns = rb_clock_ns();
+	q->last_cmd_ns = q->created_ns = rb_clock_ns();
 	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
 	q->cx = cx;
 	ret = queue_alloc(q);
@@ -177,10 +193,22 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 		.max_rd_atomic = q->max_rd,
 		.max_dest_rd_atomic = 0, /* initiators may not READ target memory */
 	};
-	rep = (struct rb_cm_rep){ .magic = rb_le32(RB_MAGIC),
-				  .version = rb_le16(RB_PROTO_VERSION),
-				  .depth = rb_le16(q->depth),
-				  .incapsule = rb_le32(q->incapsule) };
+	rep = (struct rb_cm_rep2){ .magic = rb_le32(RB_MAGIC),
+				   .version = rb_le16(RB_PROTO_VERSION),
+				   .depth = rb_le16(q->depth),
+				   .incapsule = rb_le32(q->incapsule) };
+	/* An authenticated session's queue: our nonce and proof now, the
+	 * host's proof in its first command (QUEUE_AUTH). */
+	if (!ret && s && s->authed) {
+		memcpy(q->nonce_h, cr->nonce, sizeof(q->nonce_h));
+		ret = rb_auth_nonce(q->nonce_t);
+		if (!ret)
+			ret = rb_auth_queue_proof(&s->skey, true, qid, q->nonce_h, q->nonce_t,
+						  rep.proof);
+		memcpy(rep.nonce, q->nonce_t, sizeof(rep.nonce));
+		q->auth_pending = true;
+		q->auth_deadline_ns = q->created_ns + RB_AUTH_TIMEOUT_MS * 1000000ull;
+	}
 	if (!ret)
 		ret = m->ops->accept(m->conn, q->cx->cq, &caps, &rep, sizeof(rep));
 	if (ret) {
@@ -326,6 +354,15 @@ bool tgt_queue_check_transfers(struct tgt_queue *q)
 			overdue = true;
 	}
 	return overdue;
+}
+
+void tgt_queue_check_auth(struct tgt_queue *q, uint64_t now_ns)
+{
+	if (q->dead || !q->auth_pending || now_ns < q->auth_deadline_ns)
+		return;
+	tgt_auth_failed(q, q->session->hostid, "I/O queue", "no QUEUE_AUTH in time");
+	tgt_queue_fail(q, "authentication timed out");
+	tgt_queue_maybe_destroy(q);
 }
 
 void tgt_queue_drain(struct tgt_reactor *r, bool force)

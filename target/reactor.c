@@ -295,6 +295,8 @@ static void on_timer(struct tgt_reactor *r)
 			tgt_queue_fail(q, "session ended");
 		else if (q->qid == 0)
 			tgt_admin_check_keepalive(q, now);
+		else
+			tgt_queue_check_auth(q, now);
 	}
 	/* A device may also be found gone by a rescan, with no queue on it. */
 	release_lost_domains(r);

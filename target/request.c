@@ -87,6 +87,8 @@ static void send_done(struct rb_cq *cq, struct rb_wc *wc)
 	 */
 	if (q->disconnect_requested && req->cmd.opcode == RB_OP_DISCONNECT && !q->dead)
 		tgt_queue_fail(q, "host sent DISCONNECT");
+	if (req->close_after && !q->dead)
+		tgt_queue_fail(q, "authentication failed");
 	req_free(req);
 }
 
@@ -548,7 +550,8 @@ static void req_process(struct tgt_req *req)
 		}
 		req->buf_from_pool = true;
 		/* Keyed WRITE and admin commands with host data: fetch it first. */
-		if (c->opcode == RB_OP_WRITE || c->opcode == RB_OP_CONNECT) {
+		if (c->opcode == RB_OP_WRITE || c->opcode == RB_OP_CONNECT ||
+		    c->opcode == RB_OP_AUTH) {
 			post_read_from_host(req);
 			return;
 		}
@@ -610,14 +613,15 @@ int tgt_req_post_recv(struct tgt_queue *q, struct tgt_recv *rv)
 {
 	struct rb_sge sg[2] = {
 		{ .addr = rv->capsule, .length = RB_CAPSULE_SIZE, .lkey = q->capsule_mr->lkey },
-		{ .addr = rv->incap, .length = q->incapsule, .lkey = q->cx->incap_mr->lkey },
+		{ .addr = rv->incap, .length = q->recv_data,
+		  .lkey = q->incap_aux ? q->capsule_mr->lkey : q->cx->incap_mr->lkey },
 	};
 	int ret;
 
 	if (q->dead)
 		return -ENOTCONN;
 	rv->cqe.done = recv_done;
-	ret = q->cx->ops->post_recv(q->conn, &rv->cqe, sg, q->incapsule ? 2 : 1);
+	ret = q->cx->ops->post_recv(q->conn, &rv->cqe, sg, q->recv_data ? 2 : 1);
 	if (ret) {
 		rb_err("queue %u (peer %s, qp %u): post receive: %s", q->qid, q->peer, q->qpn,
 		       strerror(-ret));
@@ -637,6 +641,7 @@ static void validate_ctx(const struct tgt_queue *q, uint32_t byte_len,
 
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->admin = q->qid == 0;
+	ctx->auth = 1; /* version 2: AUTH and QUEUE_AUTH exist */
 	ctx->incapsule = q->incapsule;
 	ctx->received = byte_len - RB_CAPSULE_SIZE;
 	ctx->max_transfer = conf->max_transfer;
@@ -646,6 +651,38 @@ static void validate_ctx(const struct tgt_queue *q, uint32_t byte_len,
 		ctx->block_size = e->block_size;
 		ctx->export_flags = e->flags;
 	}
+}
+
+/*
+ * The first command of an authenticated session's I/O queue: QUEUE_AUTH
+ * with the host's proof, checked before anything else is served.  Any
+ * other first command, a wrong proof, or a second QUEUE_AUTH: refused.
+ */
+static void queue_auth(struct tgt_req *req, struct tgt_recv *rv)
+{
+	struct tgt_queue *q = req->q;
+	struct tgt_session *s = q->session;
+
+	if (!q->auth_pending) {
+		tgt_req_complete(req, RB_S_AUTH_OUT_OF_STATE, 0);
+		return;
+	}
+	req->close_after = true;
+	if (req->cmd.opcode != RB_OP_QUEUE_AUTH) {
+		tgt_auth_failed(q, s->hostid, "I/O queue",
+				"a command before QUEUE_AUTH (session id without its key?)");
+		tgt_req_complete(req, RB_S_AUTH_REQUIRED, 0);
+		return;
+	}
+	if (rb_auth_queue_check(&s->skey, false, q->qid, q->nonce_h, q->nonce_t, rv->incap)) {
+		tgt_auth_failed(q, s->hostid, "I/O queue", "wrong queue proof");
+		tgt_req_complete(req, RB_S_AUTH_FAILED, 0);
+		return;
+	}
+	req->close_after = false;
+	q->auth_pending = false;
+	rb_dbg("queue %u (peer %s, qp %u): authenticated", q->qid, q->peer, q->qpn);
+	tgt_req_complete(req, RB_S_SUCCESS, 0);
 }
 
 /* A capsule arrived in receive slot rv: the one entry point for host input. */
@@ -690,6 +727,7 @@ static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_le
 	req->buf = NULL;
 	req->buf_from_pool = false;
 	req->fua_sync = false;
+	req->close_after = false;
 	memset(&req->z, 0, sizeof(req->z));
 	req->send_cqe.done = send_done;
 	req->read_cqe.done = read_done;
@@ -704,6 +742,10 @@ static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_le
 		tgt_req_complete(req, RB_S_INVALID_QUEUE, 0);
 		return;
 	}
+	if (q->auth_pending && req->cmd.opcode != RB_OP_QUEUE_AUTH) {
+		queue_auth(req, rv);
+		return;
+	}
 	validate_ctx(q, byte_len, &ctx);
 	st = rb_validate_capsule(&req->cmd, &ctx, &err);
 	if (st != RB_S_SUCCESS) {
@@ -712,6 +754,10 @@ static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_le
 			rb_from_le16(req->cmd.cid), rb_status_name(st), err.field,
 			(unsigned long long)err.value);
 		tgt_req_complete(req, st, 0);
+		return;
+	}
+	if (req->cmd.opcode == RB_OP_QUEUE_AUTH) {
+		queue_auth(req, rv);
 		return;
 	}
 	if (req->cmd.sgl.type == RB_SGL_INCAPSULE) {

@@ -64,7 +64,8 @@ struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason
 
 	pthread_mutex_lock(&sessions_lock);
 	s = find_locked(id);
-	if (!s || atomic_load(&s->dead) || !s->export) {
+	/* An id alone binds nothing of a session that must authenticate. */
+	if (!s || atomic_load(&s->dead) || !s->export || (s->auth_required && !s->authed)) {
 		*reason = RB_REJ_NO_SESSION;
 		s = NULL;
 	} else if (qid == 0 || qid > s->nr_io_queues ||
@@ -83,6 +84,14 @@ void tgt_session_unbind(struct tgt_session *s, uint16_t qid)
 {
 	pthread_mutex_lock(&sessions_lock);
 	s->connected_qids[qid / 64] &= ~(1ull << (qid % 64));
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+void tgt_session_authenticated(struct tgt_session *s, const struct rb_auth_skey *sk)
+{
+	pthread_mutex_lock(&sessions_lock);
+	s->skey = *sk;
+	s->authed = true;
 	pthread_mutex_unlock(&sessions_lock);
 }
 
@@ -106,6 +115,7 @@ void tgt_session_put(struct tgt_session *s)
 	pthread_mutex_unlock(&sessions_lock);
 	if (s->export)
 		tgt_export_put(s->export);
+	rb_auth_skey_clear(&s->skey);
 	free(s);
 }
 
@@ -117,7 +127,7 @@ void tgt_session_put(struct tgt_session *s)
  * target restart) is no predecessor.
  */
 struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid,
-						 const char *export_name)
+						 const char *export_name, bool authed)
 {
 	struct tgt_session *s;
 	unsigned int refs;
@@ -126,7 +136,8 @@ struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid
 	s = find_locked(id);
 	/* By name: a reload may have replaced the export object meanwhile. */
 	if (s && (!s->export || strcmp(s->export->conf.name, export_name) != 0 ||
-		  strcmp(s->hostid, hostid) != 0))
+		  strcmp(s->hostid, hostid) != 0 || s->authed != authed ||
+		  (s->auth_required && !s->authed)))
 		s = NULL;
 	if (s) {
 		/* Not one whose last reference is being dropped right now. */

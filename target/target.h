@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "auth.h"
 #include "bufpool.h"
 #include "clock.h"
 #include "conf.h"
@@ -128,6 +129,11 @@ struct tgt_session {
 	uint16_t queue_depth;
 	uint32_t kato_ms;
 	atomic_bool dead; /* admin queue gone: I/O queues must go too */
+	/* Auth: required at CONNECT; authed (with skey) once the admin
+	 * exchange is done.  Until then no I/O queue binds it. */
+	bool auth_required;
+	bool authed; /* under the table lock */
+	struct rb_auth_skey skey; /* set before authed, then constant */
 	atomic_uint refs;
 	uint64_t connected_qids[1024 / 64]; /* bitmap of I/O queues; under the table lock */
 	struct tgt_session *next;
@@ -140,10 +146,13 @@ struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason
 void tgt_session_unbind(struct tgt_session *s, uint16_t qid);
 void tgt_session_put(struct tgt_session *s);
 void tgt_session_kill(struct tgt_session *s);
-/* CONNECT with replaces = id: end that session, if it is this host's on this
- * export, and return it with a reference (NULL: no such predecessor). */
+/* The admin exchange succeeded: I/O queues may bind with this key now. */
+void tgt_session_authenticated(struct tgt_session *s, const struct rb_auth_skey *sk);
+/* replaces = id: end that session, if it is this host's on this export and
+ * authenticated alike (an unauthenticated host ends no authenticated
+ * session), and return it with a reference (NULL: no such predecessor). */
 struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid,
-						 const char *export_name);
+						 const char *export_name, bool authed);
 
 /*
  * Life cycle of one command on the target (SPDK nvmf_rdma_request_process).
@@ -168,7 +177,7 @@ struct tgt_recv {
 	struct rb_cqe cqe;
 	struct tgt_queue *q;
 	struct rb_capsule *capsule; /* slot in queue's capsule region */
-	void *incap; /* in-capsule data buffer (reactor's incap pool) */
+	void *incap; /* in-capsule data buffer (reactor's incap pool, or aux) */
 	uint32_t byte_len; /* while parked */
 	struct tgt_recv *next; /* queue's parked list */
 };
@@ -189,6 +198,7 @@ struct tgt_req {
 	uint16_t status;
 	uint64_t result;
 	bool fua_sync; /* FUA write-zeroes: datasync step issued */
+	bool close_after; /* an authentication failure: close once answered */
 	/* WRITE_ZEROES progress: it goes READY_TO_EXECUTE -> EXECUTING once per
 	 * step (method tried, half of PUNCH_ALLOC, chunk of written zeroes). */
 	struct {
@@ -222,6 +232,9 @@ struct tgt_queue {
 	uint32_t nr_reqs; /* 2 x depth, see queue_alloc */
 	uint32_t nr_active; /* commands received and not yet answered */
 	uint32_t incapsule;
+	uint32_t recv_data; /* bytes after the capsule a receive takes */
+	bool incap_aux; /* recvs' incap are slices of aux (I/O queue, incapsule < 64) */
+	uint8_t *aux; /* depth x RB_QUEUE_AUTH_SIZE, in capsule_mr's region */
 	uint32_t max_rd; /* RDMA READs we may have outstanding */
 	uint32_t reads_inflight;
 	int wr_outstanding; /* posted, not completed, all kinds */
@@ -230,6 +243,15 @@ struct tgt_queue {
 	bool dead;
 	bool disconnect_requested; /* DISCONNECT: close once its answer is delivered */
 	uint64_t last_cmd_ns; /* keep-alive accounting (admin) */
+	uint64_t created_ns;
+	/* Admin: the exchange while it runs (then freed); the session CONNECT
+	 * named to replace, acted on at its end. */
+	struct rb_auth_tgt *tauth;
+	uint64_t auth_replaces;
+	/* I/O queue of an authenticated session: QUEUE_AUTH not yet checked. */
+	bool auth_pending;
+	uint64_t auth_deadline_ns;
+	uint8_t nonce_h[RB_AUTH_NONCE_SIZE], nonce_t[RB_AUTH_NONCE_SIZE];
 	/* Admin: the CONNECT in REQ_WAIT_PREDECESSOR, the session it replaces
 	 * (a reference held) and when to give up waiting. */
 	struct tgt_req *connect_req;
@@ -251,7 +273,7 @@ struct tgt_queue {
 struct tgt_conn_msg {
 	const struct rb_transport_ops *ops;
 	struct rb_conn *conn;
-	struct rb_cm_req req;
+	struct rb_cm_req2 req;
 	struct tgt_conn_msg *next;
 };
 
@@ -298,7 +320,28 @@ struct tgt_target {
 	struct tgt_reactor *reactors;
 	int nr_reactors;
 	atomic_bool draining;
+	struct tgt_auth *auth; /* secrets and policy; under exports_lock (auth.c) */
+	atomic_uint_fast64_t auth_failures;
 };
+
+/* auth.c: secrets and policy, replaced whole by a reload. */
+struct tgt_auth;
+/* Load every key file of c: 0, or -errno with err naming the file. */
+int tgt_auth_load(const struct rb_target_conf *c, struct tgt_auth **out, char *err, size_t errlen);
+void tgt_auth_free(struct tgt_auth *a);
+/* Swap in a (under the table lock) and free the previous set. */
+void tgt_auth_install(struct tgt_target *t, struct tgt_auth *a);
+/* allowed-hosts entries without a secret: identification only (warned). */
+void tgt_auth_warn(const struct rb_target_conf *c);
+/* Must hostid authenticate for export e (NULL: discovery)?  Copies its
+ * secret and the target's, when there are. */
+bool tgt_auth_policy(struct tgt_target *t, const char *hostid, const struct tgt_export *e,
+		     struct rb_auth_key *host_key, bool *has_host, struct rb_auth_key *tgt_key,
+		     bool *has_tgt);
+/* Under exports_lock: e requires every host to authenticate. */
+bool tgt_auth_export_required(const struct tgt_target *t, const struct tgt_export *e);
+/* Escaped wire string for a log line. */
+#define TGT_ESC(buf, s) rb_log_escape(buf, sizeof(buf), s, RB_EXPORT_NAME_MAX)
 
 /* exports.c: the export objects and their table.  A session holds a
  * reference to its export, so an export a reload removes or replaces serves
@@ -337,6 +380,8 @@ void tgt_queue_drain(struct tgt_reactor *r, bool force);
 /* Once a tick: fail the queue if the host left a transfer or response
  * unacknowledged for transfer-timeout; true if one is over a tick old. */
 bool tgt_queue_check_transfers(struct tgt_queue *q);
+/* Once a tick: close an I/O queue whose QUEUE_AUTH is overdue (may free q). */
+void tgt_queue_check_auth(struct tgt_queue *q, uint64_t now_ns);
 
 /* request.c */
 /* Post receive slot rv; its completion starts a command. */
@@ -357,6 +402,8 @@ void tgt_admin_poll_replacing(struct tgt_reactor *r, uint64_t now_ns);
 /* Queue teardown: drop the replaced session a waiting CONNECT holds. */
 void tgt_admin_release_replacing(struct tgt_queue *q);
 void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns);
+/* Count and log an authentication failure of q once (never a secret). */
+void tgt_auth_failed(struct tgt_queue *q, const char *hostid, const char *what, const char *why);
 
 /* io_uring user_data: request pointer with a kind tag in the low bits. */
 #define TGT_UD_KIND_BITS 3

@@ -71,7 +71,7 @@ for i in $(seq 1 20); do
 	start_initiator "ini$i" "$(target_url "$port")/disk0" --queues 1
 	stop_and_status "$T/ini$i.pid"
 	[ "$stop_rc" -eq 0 ] || fail "detach #$i: exit status $stop_rc"
-	grep -q "session .* disconnected" "$T/ini$i.log" ||
+	grep -q "session.* disconnected" "$T/ini$i.log" ||
 		fail "detach #$i: no clean DISCONNECT: $(cat "$T/ini$i.log")"
 	grep -E "^<[0-4]>" "$T/ini$i.log" && fail "detach #$i: the initiator warned"
 	rm -f "$T/ini$i.log"

@@ -28,8 +28,7 @@ class Opener(Host):
     def __init__(self, port):
         self.s = socket.create_connection(("127.0.0.1", port))
         self.rx, self.tag = 0, 1
-        self.send_frame(HELLO, struct.pack("<IHHHHIQ8x", RB_MAGIC, 1, 0, 16, 0, 0, 0),
-                        addr=HELLO_MAGIC)
+        self.send_frame(HELLO, cm_req2(), addr=HELLO_MAGIC)
 
 
 def emfile_logged():

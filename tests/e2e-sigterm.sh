@@ -14,7 +14,7 @@ uri=$(nbd_uri ini disk0)
 # Initiator first: a clean detach while idle.
 stop_and_status "$T/ini.pid"
 [ "$stop_rc" -eq 0 ] || fail "initiator exited $stop_rc on SIGTERM"
-grep -q "session .* disk0" "$T/target.log" || fail "no session logged"
+grep -q "export disk0 (" "$T/target.log" || fail "no session logged"
 
 start_initiator ini2 "$(target_url "$port")/disk0" --queues 2
 uri=$(nbd_uri ini2 disk0)

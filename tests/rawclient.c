@@ -95,14 +95,14 @@ static int post_recv(struct queue *q, int i)
 static int queue_connect(struct queue *q, uint16_t qid, uint64_t session, uint32_t magic,
 			 uint16_t *reason)
 {
-	struct rb_cm_req req = { .magic = rb_le32(magic), .version = rb_le16(RB_PROTO_VERSION),
+	struct rb_cm_req2 req = { .magic = rb_le32(magic), .version = rb_le16(RB_PROTO_VERSION),
 				 .qid = rb_le16(qid), .depth = rb_le16(DEPTH),
 				 .incapsule = rb_le32(8192), .session = rb_le64(session) };
 	struct rb_conn_caps caps = { .max_send_wr = RECVS, .max_recv_wr = RECVS,
 				     .max_sge = 2, .max_inline = 64, .max_rd_atomic = 0,
 				     .max_dest_rd_atomic = 16 };
 	union {
-		struct rb_cm_rep rep;
+		struct rb_cm_rep2 rep;
 		struct rb_cm_rej rej;
 	} back;
 	size_t back_len = sizeof(back);

@@ -21,7 +21,7 @@ set -u
 
 TESTS="e2e-basic e2e-nbdcopy e2e-fio-verify e2e-readonly e2e-acl e2e-malformed
 	e2e-target-killed e2e-sigterm e2e-poll e2e-enospc e2e-no-incapsule e2e-idle-queue
-	e2e-reload e2e-disconnect"
+	e2e-reload e2e-disconnect e2e-auth"
 
 prefix= dry=
 while getopts np:t:h opt; do

@@ -77,8 +77,8 @@ static struct rb_domain *m_conn_domain(struct rb_conn *c)
 static int m_connect(struct rb_conn *c, struct rb_cq *cq, const struct rb_conn_caps *caps,
 		     const void *priv, size_t priv_len, void *rpriv, size_t *rpriv_len)
 {
-	const struct rb_cm_req *req = priv;
-	struct rb_cm_rep rep = {
+	const struct rb_cm_req2 *req = priv;
+	struct rb_cm_rep2 rep = {
 		.magic = rb_le32(RB_MAGIC),
 		.version = rb_le16(RB_PROTO_VERSION),
 		.depth = req->depth,
@@ -230,6 +230,15 @@ void ini_reactor_poll(struct ini_reactor *r)
 static struct rb_task *deferred[16];
 static unsigned int ndeferred;
 static uint64_t now_ms = 1000;
+
+/* Only an authenticated session's I/O queue waits (QUEUE_AUTH): none here. */
+int ini_reactor_wait(struct ini_reactor *r, bool (*cond)(void *), void *arg,
+		     uint64_t deadline_ms)
+{
+	(void)r;
+	(void)deadline_ms;
+	return cond(arg) ? 0 : -ETIMEDOUT;
+}
 
 void rb_reactor_defer(struct ini_reactor *r, struct rb_task *t)
 {

@@ -304,9 +304,9 @@ static void test_single_byte_mutations(void)
 	is_int(bad, 0, "no mutated capsule escapes the range checks; every error names a field");
 }
 
-static struct rb_cm_req cm_req(uint16_t qid, uint64_t session, uint16_t depth)
+static struct rb_cm_req2 cm_req(uint16_t qid, uint64_t session, uint16_t depth)
 {
-	return (struct rb_cm_req){ .magic = rb_le32(RB_MAGIC),
+	return (struct rb_cm_req2){ .magic = rb_le32(RB_MAGIC),
 				   .version = rb_le16(RB_PROTO_VERSION),
 				   .qid = rb_le16(qid),
 				   .depth = rb_le16(depth),
@@ -318,7 +318,8 @@ static void test_cm_req(void)
 {
 	struct rb_validate_err err;
 	uint8_t big[56] = { 0 };
-	struct rb_cm_req r = cm_req(0, 0, 4);
+	struct rb_cm_req2 r = cm_req(0, 0, 4);
+	struct rb_cm_req v1 = { .magic = rb_le32(RB_MAGIC), .version = rb_le16(1), .depth = 4 };
 
 	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_NONE, "cm_req: admin queue");
 	ok(err.field == NULL, "cm_req: success names no field");
@@ -334,6 +335,9 @@ static void test_cm_req(void)
 	is_str(err.field, "cm_req", "cm_req: short names the message");
 	is_int(err.value, sizeof(r) - 1, "cm_req: short reports the length");
 	is_int(rb_check_cm_req(NULL, 0, &err), RB_REJ_BAD_MAGIC, "cm_req: no private data");
+	is_int(rb_check_cm_req(&v1, sizeof(v1), &err), RB_REJ_BAD_VERSION,
+	       "cm_req: a version 1 request is refused as such, though shorter");
+	is_int(err.value, 1, "cm_req: reports version 1");
 
 	r = cm_req(0, 0, 4);
 	r.magic = rb_le32(0xdeadbeef);
@@ -355,9 +359,9 @@ static void test_cm_req(void)
 	is_int(rb_check_cm_req(&r, sizeof(r), &err), RB_REJ_BAD_DEPTH, "cm_req: I/O depth 0");
 }
 
-static struct rb_cm_rep cm_rep(uint16_t depth, uint32_t incapsule)
+static struct rb_cm_rep2 cm_rep(uint16_t depth, uint32_t incapsule)
 {
-	return (struct rb_cm_rep){ .magic = rb_le32(RB_MAGIC),
+	return (struct rb_cm_rep2){ .magic = rb_le32(RB_MAGIC),
 				   .version = rb_le16(RB_PROTO_VERSION),
 				   .depth = rb_le16(depth),
 				   .incapsule = rb_le32(incapsule) };
@@ -381,7 +385,7 @@ static void test_cm_rep(void)
 {
 	struct rb_validate_err err;
 	uint8_t big[256] = { 0 };
-	struct rb_cm_rep r = cm_rep(8, 4096);
+	struct rb_cm_rep2 r = cm_rep(8, 4096);
 
 	is_int(rb_check_cm_rep(&r, sizeof(r), 8, 8192, &err), 0,
 	       "cm_rep: depth and in-capsule as asked");
