@@ -18,6 +18,10 @@
 
 /* `auth` of an export: as [target] says, or its own. */
 #define RB_AUTH_INHERIT (-1)
+/* auth-dhgroups default: null, ffdhe2048, ffdhe3072 (bits of enum
+ * rb_auth_dhgroup).  Larger groups cost much more per exchange (ffdhe8192:
+ * ~125 ms a derive on each side) and are there to be chosen. */
+#define RB_AUTH_DHGROUPS_DEFAULT 0x07u
 #define RB_AUTH_OPTIONAL 0
 #define RB_AUTH_REQUIRED 1
 
@@ -60,6 +64,9 @@ struct rb_target_conf {
 	int log_level; /* enum rb_log_level */
 	struct rb_transport_opts topts;
 	int auth; /* RB_AUTH_OPTIONAL (default) or RB_AUTH_REQUIRED: every export */
+	/* Diffie-Hellman groups the target accepts (1 << enum rb_auth_dhgroup);
+	 * it chooses the strongest the host offers; without "null" DH is required. */
+	unsigned int auth_dhgroups;
 	char target_secret_file[4096]; /* "" = the target does not prove itself */
 	int nr_exports;
 	struct rb_export_conf *exports; /* malloc'd array */

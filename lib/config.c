@@ -40,6 +40,7 @@ enum key_type {
 	K_LISTEN, /* rb_target_conf.listen[], repeatable list */
 	K_HOSTS, /* rb_export_conf.allowed[], repeatable list */
 	K_AUTH, /* int RB_AUTH_OPTIONAL/REQUIRED from "optional"/"required" */
+	K_DHGROUPS, /* unsigned mask of enum rb_auth_dhgroup from group names */
 };
 
 struct key_desc {
@@ -147,6 +148,8 @@ static const struct key_desc target_keys[] = {
 	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
 	TOPTS(struct rb_target_conf),
 	{ .name = "auth", .type = K_AUTH, .off = offsetof(struct rb_target_conf, auth) },
+	{ .name = "auth-dhgroups", .type = K_DHGROUPS,
+	  .off = offsetof(struct rb_target_conf, auth_dhgroups) },
 	{ .name = "target-secret-file", .type = K_STR,
 	  .off = offsetof(struct rb_target_conf, target_secret_file),
 	  .size = sizeof(((struct rb_target_conf *)0)->target_secret_file),
@@ -298,6 +301,19 @@ static int add_listen(struct parse_ctx *ctx, const char *key, const char *tok)
 	return 0;
 }
 
+/* One Diffie-Hellman group name of auth-dhgroups into the target's mask. */
+static int add_dhgroup(struct parse_ctx *ctx, const char *key, const char *tok)
+{
+	for (unsigned int g = RB_AUTH_DH_NULL; g <= RB_AUTH_DH_FFDHE8192; g++) {
+		if (strcmp(tok, rb_auth_dhgroup_name(g)) == 0) {
+			ctx->t->auth_dhgroups |= 1u << g;
+			return 0;
+		}
+	}
+	fail_value(ctx, key, tok, "want null, ffdhe2048, ffdhe3072, ffdhe4096, ffdhe6144 or ffdhe8192");
+	return -EINVAL;
+}
+
 static int add_host(struct parse_ctx *ctx, const char *key, const char *tok)
 {
 	struct rb_export_conf *e = &ctx->t->exports[ctx->index];
@@ -420,6 +436,9 @@ static int store(struct parse_ctx *ctx, const struct key_desc *k, const char *v)
 		return for_each_token(ctx, k->name, v, add_listen);
 	case K_HOSTS:
 		return for_each_token(ctx, k->name, v, add_host);
+	case K_DHGROUPS:
+		ctx->t->auth_dhgroups = 0; /* the list replaces the default */
+		return for_each_token(ctx, k->name, v, add_dhgroup);
 	}
 	return -EINVAL;
 }
@@ -798,6 +817,7 @@ void rb_target_conf_init(struct rb_target_conf *c)
 	c->buffers = 256;
 	c->keepalive_ms = 120000;
 	c->transfer_timeout_ms = 15000;
+	c->auth_dhgroups = RB_AUTH_DHGROUPS_DEFAULT;
 	c->log_level = RB_LOG_INFO;
 	rb_transport_opts_init(&c->topts);
 }
@@ -831,7 +851,8 @@ int rb_target_conf_diff(const struct rb_target_conf *a, const struct rb_target_c
 		bool same;
 
 		/* Secrets and policy: a reload applies them (target/auth.c). */
-		if (strcmp(k->name, "auth") == 0 || strcmp(k->name, "target-secret-file") == 0)
+		if (strcmp(k->name, "auth") == 0 || strcmp(k->name, "target-secret-file") == 0 ||
+		    strcmp(k->name, "auth-dhgroups") == 0)
 			continue;
 		switch (k->type) {
 		case K_LISTEN: same = same_listen(a, b); break;

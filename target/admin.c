@@ -135,7 +135,7 @@ static int auth_start(struct tgt_req *req, struct tgt_session *s,
 		.host_key = host_key,
 		.target_key = tgt_key,
 		.hash_mask = RB_AUTH_HASH_MASK_ALL,
-		.dh_mask = RB_AUTH_DH_MASK_ALL,
+		.dh_mask = (uint8_t)tgt_auth_dh_mask(q->r->t),
 		.now_ns = q->created_ns,
 	};
 	int ret;

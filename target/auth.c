@@ -22,6 +22,7 @@ struct tgt_host_key {
 
 struct tgt_auth {
 	int auth; /* [target] auth: RB_AUTH_OPTIONAL or RB_AUTH_REQUIRED */
+	unsigned int dh_mask; /* [target] auth-dhgroups */
 	bool have_target_key;
 	struct rb_auth_key target_key;
 	int nr_hosts;
@@ -59,6 +60,7 @@ int tgt_auth_load(const struct rb_target_conf *c, struct tgt_auth **out, char *e
 		return -ENOMEM;
 	}
 	a->auth = c->auth;
+	a->dh_mask = c->auth_dhgroups;
 	for (int i = 0; i < c->nr_hosts; i++) {
 		struct tgt_host_key *h = &a->hosts[i];
 
@@ -107,6 +109,16 @@ void tgt_auth_install(struct tgt_target *t, struct tgt_auth *a)
 	t->auth = a;
 	pthread_mutex_unlock(&t->exports_lock);
 	tgt_auth_free(old);
+}
+
+unsigned int tgt_auth_dh_mask(struct tgt_target *t)
+{
+	unsigned int m;
+
+	pthread_mutex_lock(&t->exports_lock);
+	m = t->auth ? t->auth->dh_mask : RB_AUTH_DHGROUPS_DEFAULT;
+	pthread_mutex_unlock(&t->exports_lock);
+	return m;
 }
 
 /* Under exports_lock. */

@@ -338,6 +338,8 @@ void tgt_auth_warn(const struct rb_target_conf *c);
 bool tgt_auth_policy(struct tgt_target *t, const char *hostid, const struct tgt_export *e,
 		     struct rb_auth_key *host_key, bool *has_host, struct rb_auth_key *tgt_key,
 		     bool *has_tgt);
+/* The Diffie-Hellman groups the target accepts now (auth-dhgroups). */
+unsigned int tgt_auth_dh_mask(struct tgt_target *t);
 /* Under exports_lock: e requires every host to authenticate. */
 bool tgt_auth_export_required(const struct tgt_target *t, const struct tgt_export *e);
 /* Escaped wire string for a log line. */

@@ -743,6 +743,28 @@ static void test_target_diff(void)
 	rb_target_conf_free(&b);
 }
 
+/* auth-dhgroups: a default that keeps attach cheap, a list that replaces it. */
+static void test_dhgroups(void)
+{
+	struct rb_target_conf c;
+
+	is_int(load_target("", &c), 0, "dhgroups: empty file");
+	is_int(c.auth_dhgroups, RB_AUTH_DHGROUPS_DEFAULT, "dhgroups: default");
+	ok(c.auth_dhgroups == (1u << RB_AUTH_DH_NULL | 1u << RB_AUTH_DH_FFDHE2048 |
+			       1u << RB_AUTH_DH_FFDHE3072),
+	   "dhgroups: default is null, ffdhe2048, ffdhe3072");
+	rb_target_conf_free(&c);
+	is_int(load_target("[target]\nauth-dhgroups = ffdhe4096, ffdhe8192\n", &c), 0,
+	       "dhgroups: a list");
+	is_int(c.auth_dhgroups, 1u << RB_AUTH_DH_FFDHE4096 | 1u << RB_AUTH_DH_FFDHE8192,
+	       "dhgroups: the list replaces the default (DH required)");
+	rb_target_conf_free(&c);
+	bad_target("[target]\nauth-dhgroups = ffdhe1024\n",
+		   "2: auth-dhgroups 'ffdhe1024': want null, ffdhe2048, ffdhe3072, ffdhe4096, "
+		   "ffdhe6144 or ffdhe8192");
+	bad_target("[target]\nauth-dhgroups = ,\n", "2: auth-dhgroups ',': no entries");
+}
+
 static void rm_tmpdir(void)
 {
 	char path[400];
@@ -769,6 +791,7 @@ int main(void)
 	test_target_bad();
 	test_target_good();
 	test_target_diff();
+	test_dhgroups();
 	test_initiator();
 	test_files();
 	test_shipped();

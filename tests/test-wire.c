@@ -370,7 +370,7 @@ static struct rb_cm_rep2 cm_rep(uint16_t depth, uint32_t incapsule)
 /* What the target sends back when it turns a connection down: the bytes. */
 static void test_cm_rej(void)
 {
-	static const uint8_t want[8] = { 0x52, 0x42, 0x4c, 0x4b, 0x01, 0x00, 0x07, 0x00 };
+	static const uint8_t want[8] = { 0x52, 0x42, 0x4c, 0x4b, 0x02, 0x00, 0x07, 0x00 };
 	struct rb_cm_rej rej = rb_cm_rej_make(RB_REJ_SHUTTING_DOWN);
 	uint8_t got[8];
 
@@ -378,7 +378,7 @@ static void test_cm_rej(void)
 	is_int(rb_from_le32(rej.magic), RB_MAGIC, "cm rej: magic");
 	is_int(rb_from_le16(rej.version), RB_PROTO_VERSION, "cm rej: version");
 	is_int(rb_from_le16(rej.reason), RB_REJ_SHUTTING_DOWN, "cm rej: reason");
-	ok(memcmp(got, want, sizeof(got)) == 0, "cm rej: \"RBLK\", version 1, reason 7, little endian");
+	ok(memcmp(got, want, sizeof(got)) == 0, "cm rej: \"RBLK\", version 2, reason 7, little endian");
 }
 
 static void test_cm_rep(void)
