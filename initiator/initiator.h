@@ -74,6 +74,7 @@ struct ini_queue {
 	/* QUEUE_AUTH: the first command, answered before anything else goes. */
 	bool auth_wait; /* the next response is QUEUE_AUTH's */
 	bool auth_answered;
+	bool auth_was_dead; /* dead when QUEUE_AUTH went out (a reconnect) */
 	uint16_t auth_status;
 	struct rb_cqe auth_send_cqe;
 	char peer[320];

@@ -155,7 +155,9 @@ static bool auth_answered(void *arg)
 {
 	const struct ini_queue *q = arg;
 
-	return q->auth_answered || q->dead;
+	/* A reconnect links a queue still marked dead (until it is re-issued):
+	 * only a death during this wait ends it early; else the timeout does. */
+	return q->auth_answered || (q->dead && !q->auth_was_dead);
 }
 
 /*
@@ -176,6 +178,7 @@ static int queue_auth(struct ini_queue *q, const uint8_t nonce_h[RB_AUTH_NONCE_S
 		rb_err("%s: queue %u: QUEUE_AUTH: %s", q->s->target, q->qid, strerror(-ret));
 		return ret;
 	}
+	q->auth_was_dead = q->dead;
 	ret = ini_reactor_wait(q->r, auth_answered, q, rb_now_ms() + q->timeout_ms);
 	if (!q->auth_answered) {
 		q->auth_wait = false;

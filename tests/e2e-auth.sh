@@ -5,7 +5,8 @@
 # with a clear message; an unauthenticated LIST shows nothing protected; a
 # key file others may read stops the target at start, naming the file; a
 # reload rotates secrets (the running session goes on, a new attach needs
-# the new key); a forged host id is logged escaped, on one line.
+# the new key); a reconnect after a target restart authenticates again; a
+# forged host id is logged escaped, on one line.
 . "$top_srcdir/tests/helpers.sh"
 
 KEYGEN="$top_builddir/tools/rdmablk-keygen"
@@ -58,12 +59,12 @@ grep -q "authenticated both ways" "$T/good.log" || fail "initiator did not verif
 # Wrong secret, no secret, unknown host: refused on both sides.
 refused "wrong secret" "authentication failed" "$url/prot0" --host-id host-good \
 	--secret "$T/other.key"
-wait_until 20 grep -q "host host-good: admin queue authentication failed" "$T/target.log" ||
+wait_until 60 grep -q "host host-good: admin queue authentication failed" "$T/target.log" ||
 	fail "target did not log the failed authentication"
 refused "no secret" "requires authentication.*no secret" "$url/prot0" --host-id host-good
 refused "unknown host" "authentication failed" "$url/prot0" --host-id host-bad \
 	--secret "$T/other.key"
-wait_until 20 grep -q "host host-bad: admin queue authentication failed" "$T/target.log" ||
+wait_until 60 grep -q "host host-bad: admin queue authentication failed" "$T/target.log" ||
 	fail "target did not log the unknown host's failure"
 # Wrong target secret: the initiator refuses the target.
 refused "wrong target secret" "target failed authentication" "$url/prot0" \
@@ -86,7 +87,7 @@ grep -q prot0 "$T/list.out" || { cat "$T/list.out"; fail "authenticated host doe
 newkey "$T/host2.key"
 sed -i "s|secret-file = $T/host.key|secret-file = $T/host2.key|" "$T/target.conf"
 kill -HUP "$(cat "$T/target.pid")"
-wait_until 20 grep -q "reload: .*1 host secret" "$T/target.log" || fail "reload not logged"
+wait_until 60 grep -q "reload: .*1 host secret" "$T/target.log" || fail "reload not logged"
 "$top_builddir/tests/nbd-ops" "$(nbd_uri good prot0)" write:4096:4096:7 read:4096:4096:7 ||
 	fail "the authenticated session stopped working after the rotation"
 refused "old key after rotation" "authentication failed" "$url/prot0" --host-id host-good \
@@ -95,9 +96,25 @@ start_initiator good2 "$url/prot0" --host-id host-good --secret "$T/host2.key"
 "$top_builddir/tests/nbd-ops" "$(nbd_uri good2 prot0)" read:4096:4096:7 ||
 	fail "new key does not attach"
 
+# Reconnect (--ctrl-loss-tmo) authenticates again: the target is killed and
+# started anew; the new session is authenticated, I/O resumes, data intact.
+start_initiator rc "$url/prot0" --host-id host-good --secret "$T/host2.key" \
+	--target-secret "$T/target.key" --queues 2 --ctrl-loss-tmo 60000 --reconnect-delay 300
+"$top_builddir/tests/nbd-ops" "$(nbd_uri rc prot0)" write:8192:4096:5c ||
+	fail "reconnecting host: first write"
+kill -KILL "$(cat "$T/target.pid")"
+wait "$(cat "$T/target.pid.launch")" 2>/dev/null || true
+rm -f "$T/target.pid"
+start_target "$T/target.conf"
+wait_until 60 grep -q "re-established" "$T/rc.log" || fail "no reconnect after the target restart"
+[ "$(grep -c "authenticated both ways" "$T/rc.log")" -ge 2 ] ||
+	fail "the reconnect did not authenticate again: $(cat "$T/rc.log")"
+"$top_builddir/tests/nbd-ops" "$(nbd_uri rc prot0)" read:8192:4096:5c write:12288:4096:6d \
+	read:12288:4096:6d || fail "I/O after the authenticated reconnect"
+
 # A forged host id is one escaped log line.
 run_ini "$url/prot0" --host-id $'x\n<0>rdmablk-target: fatal: FORGED' --secret "$T/other.key" || true
-wait_until 20 grep -qF 'host x\x0a<0>rdmablk-target: fatal: FORGED' "$T/target.log" ||
+wait_until 60 grep -qF 'host x\x0a<0>rdmablk-target: fatal: FORGED' "$T/target.log" ||
 	{ cat "$T/target.log"; fail "forged host id not logged escaped"; }
 ! grep -q "^<0>rdmablk-target: fatal: FORGED" "$T/target.log" || fail "forged log line"
 
