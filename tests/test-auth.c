@@ -481,11 +481,15 @@ static void test_keys(void)
 
 static void test_key_file(void)
 {
-	char dir[] = "/tmp/test-auth-XXXXXX", path[64], err[256];
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], path[300], err[512];
 	struct rb_auth_key k, g;
 	char s[160];
 	int fd;
 
+	/* The scratch directory under $TMPDIR like the other tests; set-up
+	 * failures stop the test loudly (abort), they are not results. */
+	snprintf(dir, sizeof(dir), "%s/test-auth-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(dir))
 		abort();
 	snprintf(path, sizeof(path), "%s/key", dir);
@@ -496,13 +500,16 @@ static void test_key_file(void)
 		abort();
 	is_int(rb_auth_key_load(path, &k, err, sizeof(err)), 0, "0600 key file loads");
 	ok(k.len == 32 && memcmp(k.key, g.key, 32) == 0, "  with the key");
-	chmod(path, 0640);
+	if (chmod(path, 0640))
+		abort();
 	is_int(rb_auth_key_load(path, &k, err, sizeof(err)), -EPERM, "0640 key file refused");
 	ok(strncmp(err, path, strlen(path)) == 0 && strstr(err, "group or others"),
 	   "  naming the file and why: %s", err);
-	chmod(path, 0604);
+	if (chmod(path, 0604))
+		abort();
 	is_int(rb_auth_key_load(path, &k, err, sizeof(err)), -EPERM, "0604 key file refused");
-	chmod(path, 0400);
+	if (chmod(path, 0400))
+		abort();
 	is_int(rb_auth_key_load(path, &k, err, sizeof(err)), 0, "0400 key file loads");
 	if (geteuid() == 0) {
 		if (chown(path, 1, (gid_t)-1))
