@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The small shared helpers of lib/: FIFO, clock, eventfd latch, listener
- * pause, completion status names and CQ draining. */
+ * pause, completion status names, CQ draining and rate-limited logs. */
 #include "config.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "fifo.h"
 #include "latch.h"
 #include "listen_pause.h"
+#include "log_limit.h"
 #include "tap.h"
 #include "transport.h"
 
@@ -41,10 +44,10 @@ static const char *order(struct item_q *q)
 static void fifo_cases(void)
 {
 	struct item it[6];
-	struct item_q q = { 0 }, r = { 0 };
+	struct item_q q = {0}, r = {0};
 
 	for (int i = 0; i < 6; i++)
-		it[i] = (struct item){ .next = &it[0], .v = i };
+		it[i] = (struct item){.next = &it[0], .v = i};
 	ok(rb_fifo_empty(&q), "fifo: zeroed is empty");
 	ok(rb_fifo_pop(&q) == NULL, "fifo: pop of empty is NULL");
 	for (int i = 0; i < 4; i++)
@@ -84,7 +87,7 @@ static void clock_cases(void)
 
 static bool readable(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
@@ -123,14 +126,13 @@ static int ready(int epfd)
 
 static void pause_cases(void)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 7 };
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 7};
 	struct rb_listen_pause p;
 	int epfd = epoll_create1(EPOLL_CLOEXEC), fd = eventfd(1, EFD_CLOEXEC);
 	int wait_ms;
 
 	/* A readable eventfd stands in for a listener with a backlog. */
-	ok(epfd >= 0 && fd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0,
-	   "pause: setup");
+	ok(epfd >= 0 && fd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0, "pause: setup");
 	rb_listen_pause_init(&p, epfd, fd, &ev);
 	ok(!rb_listen_paused(&p) && ready(epfd) == 1, "pause: watched at first");
 	wait_ms = 5000;
@@ -209,14 +211,13 @@ static int scripted_poll(struct rb_cq *cq, struct rb_wc *wc, int n)
 	if (k > n)
 		k = n;
 	for (int i = 0; i < k; i++)
-		wc[i] = (struct rb_wc){ .cqe = &drain_cqe };
+		wc[i] = (struct rb_wc){.cqe = &drain_cqe};
 	return k;
 }
 
 static int drain(const int *s, int len)
 {
-	static const struct rb_transport_ops ops = { .name = "scripted",
-						     .cq_poll = scripted_poll };
+	static const struct rb_transport_ops ops = {.name = "scripted", .cq_poll = scripted_poll};
 
 	memcpy(script, s, sizeof(int) * (size_t)len);
 	script_len = len;
@@ -227,16 +228,50 @@ static int drain(const int *s, int len)
 
 static void drain_cases(void)
 {
-	is_int(drain((int[]){ 0 }, 1), 0, "drain: empty CQ");
+	is_int(drain((int[]){0}, 1), 0, "drain: empty CQ");
 	is_int(polls, 1, "drain: one poll for an empty CQ");
-	is_int(drain((int[]){ 5, 7 }, 2), 5, "drain: a short batch ends it");
+	is_int(drain((int[]){5, 7}, 2), 5, "drain: a short batch ends it");
 	is_int(polls, 1, "drain: no poll after a short batch");
 	is_int(dones, 5, "drain: every completion's done ran");
-	is_int(drain((int[]){ 32, 32, 3, 9 }, 4), 67, "drain: full batches poll again");
+	is_int(drain((int[]){32, 32, 3, 9}, 4), 67, "drain: full batches poll again");
 	is_int(polls, 3, "drain: stops after the first short batch");
 	is_int(dones, 67, "drain: done ran for all");
-	is_int(drain((int[]){ 32, -EIO }, 2), -EIO, "drain: a poll error is returned");
+	is_int(drain((int[]){32, -EIO}, 2), -EIO, "drain: a poll error is returned");
 	is_int(dones, 32, "drain: completions before the error were handled");
+}
+
+/* The limiter's decisions at chosen times: no clock, no sleeping. */
+static void log_limit_cases(void)
+{
+	static struct rb_log_limit l = RB_LOG_LIMIT_INIT("test event", RB_LOG_WARN);
+	const uint64_t t0 = 1000000000ull, win = RB_LOG_LIMIT_WINDOW_MS * 1000000ull;
+	char sum[256], peer[32];
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < 100; i++)
+		n += rb_log_limit_admit(&l, "10.0.0.1", t0 + i, sum, sizeof(sum));
+	is_int((int)n, RB_LOG_LIMIT_PER_PEER, "log limit: one peer gets its lines a window");
+	is_int(sum[0], 0, "log limit: no summary inside the window");
+	ok(rb_log_limit_admit(&l, "10.0.0.2", t0 + 200, sum, sizeof(sum)),
+	   "log limit: another peer still gets its lines");
+	ok(!rb_log_limit_admit(&l, "10.0.0.1", t0 + win - 1, sum, sizeof(sum)),
+	   "log limit: the first peer waits for the window's end");
+	ok(rb_log_limit_admit(&l, "10.0.0.1", t0 + win, sum, sizeof(sum)),
+	   "log limit: a new window admits the peer again");
+	ok(strstr(sum, "test event: 96 similar messages suppressed") != NULL,
+	   "log limit: the summary counts what was dropped (%s)", sum);
+	ok(strstr(sum, "(96 from 10.0.0.1)") != NULL, "log limit: and names the loudest peer");
+	/* Many peers: the kind's own limit bounds the total. */
+	n = 0;
+	for (unsigned int i = 0; i < 1000; i++) {
+		snprintf(peer, sizeof(peer), "10.1.%u.%u", i / 250, i % 250);
+		n += rb_log_limit_admit(&l, peer, t0 + 3 * win + i, sum, sizeof(sum));
+	}
+	is_int((int)n, RB_LOG_LIMIT_PER_KIND, "log limit: many peers share the kind's lines");
+	ok(rb_log_limit_admit(&l, NULL, t0 + 5 * win, sum, sizeof(sum)),
+	   "log limit: an unknown peer is admitted");
+	ok(strstr(sum, "950 similar messages suppressed") != NULL,
+	   "log limit: the many-peer window is summed up (%s)", sum);
 }
 
 int main(void)
@@ -247,5 +282,6 @@ int main(void)
 	pause_cases();
 	wc_name_cases();
 	drain_cases();
+	log_limit_cases();
 	return tap_done();
 }
