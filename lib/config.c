@@ -25,63 +25,11 @@
 #include "log.h"
 #include "uri.h"
 
-#define MAX_KEYS 24
+/* Short names for the many calls below. */
+#define fail_at rb_conf_fail_at
+#define key_index rb_conf_key_index
 
-enum sec_kind { SEC_NONE, SEC_TARGET, SEC_EXPORT, SEC_HOST, SEC_INITIATOR, SEC_ATTACH, SEC_KINDS };
-
-enum key_type {
-	K_U32, /* uint32_t, decimal */
-	K_INT, /* int, decimal */
-	K_SIZE, /* uint32_t, K/M/G suffixes */
-	K_BOOL, /* bool */
-	K_BOOL_INT, /* int 0/1 */
-	K_LOG_LEVEL, /* int, enum rb_log_level */
-	K_STR, /* char[size], checked by ->check */
-	K_LISTEN, /* rb_target_conf.listen[], repeatable list */
-	K_HOSTS, /* rb_export_conf.allowed[], repeatable list */
-	K_AUTH, /* int RB_AUTH_OPTIONAL/REQUIRED from "optional"/"required" */
-	K_DHGROUPS, /* unsigned mask of enum rb_auth_dhgroup from group names */
-};
-
-struct key_desc {
-	const char *name;
-	enum key_type type;
-	size_t off; /* into the section's struct */
-	uint32_t min, max; /* numbers */
-	uint32_t align; /* K_SIZE: value must be a multiple */
-	size_t size; /* K_STR: buffer size incl. NUL */
-	/* K_STR: extra syntax check; fills reason on failure. */
-	int (*check)(const char *v, char *reason, size_t len);
-};
-
-struct parse_ctx {
-	const char *file;
-	FILE *fp;
-	char *line; /* getline buffer */
-	size_t cap;
-	int lineno; /* physical line last handed to inih */
-	char *long_value; /* value of an overlong key line ... */
-	int long_line; /* ... and its line number */
-
-	enum sec_kind kind;
-	int sec_line; /* header line of the current section */
-	char sec_title[96]; /* "[export foo]" for messages */
-	int index; /* current export/attach */
-	int seen[SEC_KINDS][MAX_KEYS]; /* line each key was set on, 0 = not set */
-	int single_line[SEC_KINDS]; /* header line of [target]/[initiator] */
-
-	struct rb_target_conf *t; /* exactly one of t, i is set */
-	struct rb_initiator_conf *i;
-
-	int err_line; /* line of the first error, 0 = none */
-	int err; /* -errno of a read error, else 0 (-EINVAL) */
-	bool failed;
-	char *errbuf;
-	size_t errlen;
-};
-
-static void __attribute__((format(printf, 3, 4)))
-fail_at(struct parse_ctx *ctx, int line, const char *fmt, ...)
+void rb_conf_fail_at(struct parse_ctx *ctx, int line, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -120,95 +68,12 @@ static void fail_value(struct parse_ctx *ctx, const char *key, const char *value
 
 /* ---- key tables -------------------------------------------------------- */
 
-#define NUM(st, k, f, t, lo, hi) { k, t, offsetof(st, f), lo, hi, 0, 0, NULL }
-#define STR(st, k, f, chk) { k, K_STR, offsetof(st, f), 0, 0, 0, sizeof(((st *)0)->f), chk }
-#define BOOL(st, k, f) { k, K_BOOL, offsetof(st, f), 0, 0, 0, 0, NULL }
-/* The transport options every daemon section takes. */
-#define TOPTS(st)                                                                                  \
-	{ "busy-poll", K_BOOL_INT, offsetof(st, topts.busy_poll), 0, 0, 0, 0, NULL },              \
-	NUM(st, "poll-us", topts.poll_us, K_INT, 0, RB_TOPT_POLL_US_MAX),                          \
-	NUM(st, "tos", topts.tos, K_INT, 0, RB_TOPT_TOS_MAX),                                      \
-	NUM(st, "ack-timeout", topts.ack_timeout, K_INT, 0, RB_TOPT_ACK_TIMEOUT_MAX),              \
-	NUM(st, "retry-count", topts.retry_count, K_INT, 0, RB_TOPT_RETRY_MAX),                    \
-	NUM(st, "rnr-retry", topts.rnr_retry, K_INT, 0, RB_TOPT_RETRY_MAX),                        \
-	NUM(st, "connect-timeout", topts.connect_timeout_ms, K_INT, RB_TOPT_CONNECT_TIMEOUT_MIN,   \
-	    RB_TOPT_CONNECT_TIMEOUT_MAX)
-
-static const struct key_desc target_keys[] = {
-	{ "listen", K_LISTEN, 0, 0, 0, 0, 0, NULL },
-	NUM(struct rb_target_conf, "threads", threads, K_INT, 1, 64),
-	NUM(struct rb_target_conf, "max-queue-depth", max_queue_depth, K_U32, 1, 1024),
-	NUM(struct rb_target_conf, "max-io-queues", max_io_queues, K_U32, 1, 128),
-	{ "max-transfer", K_SIZE, offsetof(struct rb_target_conf, max_transfer), 4096, 16u << 20,
-	  4096, 0, NULL },
-	NUM(struct rb_target_conf, "incapsule", incapsule, K_SIZE, 0, 16u << 20),
-	NUM(struct rb_target_conf, "buffers", buffers, K_U32, 1, 65536),
-	NUM(struct rb_target_conf, "keepalive-timeout", keepalive_ms, K_U32, 1000, 3600000),
-	NUM(struct rb_target_conf, "transfer-timeout", transfer_timeout_ms, K_U32, 1000, 3600000),
-	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
-	TOPTS(struct rb_target_conf),
-	{ .name = "auth", .type = K_AUTH, .off = offsetof(struct rb_target_conf, auth) },
-	{ .name = "auth-dhgroups", .type = K_DHGROUPS,
-	  .off = offsetof(struct rb_target_conf, auth_dhgroups) },
-	{ .name = "target-secret-file", .type = K_STR,
-	  .off = offsetof(struct rb_target_conf, target_secret_file),
-	  .size = sizeof(((struct rb_target_conf *)0)->target_secret_file),
-	  .check = rb_conf_check_path },
-	{ .name = NULL },
-};
-
-static const struct key_desc host_keys[] = {
-	STR(struct rb_host_conf, "hostid", hostid, rb_conf_check_hostid),
-	STR(struct rb_host_conf, "secret-file", secret_file, rb_conf_check_path),
-	{ .name = NULL },
-};
-
-static const struct key_desc export_keys[] = {
-	STR(struct rb_export_conf, "path", path, rb_conf_check_path),
-	BOOL(struct rb_export_conf, "read-only", read_only),
-	BOOL(struct rb_export_conf, "direct", direct),
-	BOOL(struct rb_export_conf, "inline-writes", inline_writes),
-	{ "allowed-hosts", K_HOSTS, 0, 0, 0, 0, 0, NULL },
-	{ "auth", K_AUTH, offsetof(struct rb_export_conf, auth), 0, 0, 0, 0, NULL },
-	{ .name = NULL },
-};
-
-static const struct key_desc initiator_keys[] = {
-	STR(struct rb_initiator_conf, "host-id", hostid, rb_conf_check_hostid),
-	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_initiator_conf, log_level), 0, 0, 0, 0,
-	  NULL },
-	TOPTS(struct rb_initiator_conf),
-	{ .name = NULL },
-};
-
-static const struct key_desc attach_keys[] = {
-	STR(struct rb_attach_conf, "uri", uri, rb_conf_check_uri),
-	NUM(struct rb_attach_conf, "queues", queues, K_U32, 1, RB_ATTACH_QUEUES_MAX),
-	NUM(struct rb_attach_conf, "queue-depth", queue_depth, K_U32, 1, RB_ATTACH_DEPTH_MAX),
-	NUM(struct rb_attach_conf, "timeout", timeout_ms, K_U32, RB_ATTACH_TIMEOUT_MIN,
-	    RB_ATTACH_TIMEOUT_MAX),
-	NUM(struct rb_attach_conf, "ctrl-loss-tmo", ctrl_loss_tmo_ms, K_U32, 0,
-	    RB_ATTACH_CTRL_LOSS_MAX),
-	NUM(struct rb_attach_conf, "reconnect-delay", reconnect_delay_ms, K_U32,
-	    RB_ATTACH_RC_DELAY_MIN, RB_ATTACH_RC_DELAY_MAX),
-	STR(struct rb_attach_conf, "nbd-socket", nbd_socket, NULL),
-	STR(struct rb_attach_conf, "nbd-listen", nbd_listen, rb_conf_check_hostport),
-	STR(struct rb_attach_conf, "nbd-device", nbd_device, rb_conf_check_nbd_device),
-	NUM(struct rb_attach_conf, "nbd-max-clients", nbd_max_clients, K_U32, 1,
-	    RB_ATTACH_NBD_CLIENTS_MAX),
-	BOOL(struct rb_attach_conf, "ublk", ublk),
-	STR(struct rb_attach_conf, "secret-file", secret_file, rb_conf_check_path),
-	STR(struct rb_attach_conf, "target-secret-file", target_secret_file, rb_conf_check_path),
-	NUM(struct rb_attach_conf, "ublk-id", ublk_id, K_U32, 0, RB_UBLK_ID_MAX),
-	{ .name = NULL },
-};
-
 static const struct key_desc *const sec_keys[SEC_KINDS] = {
-	[SEC_TARGET] = target_keys,
-	[SEC_EXPORT] = export_keys,
-	[SEC_HOST] = host_keys,
-	[SEC_INITIATOR] = initiator_keys,
-	[SEC_ATTACH] = attach_keys,
+	[SEC_TARGET] = rb_conf_target_keys,
+	[SEC_EXPORT] = rb_conf_export_keys,
+	[SEC_HOST] = rb_conf_host_keys,
+	[SEC_INITIATOR] = rb_conf_initiator_keys,
+	[SEC_ATTACH] = rb_conf_attach_keys,
 };
 
 static void *sec_base(struct parse_ctx *ctx)
@@ -223,7 +88,7 @@ static void *sec_base(struct parse_ctx *ctx)
 	}
 }
 
-static int key_index(enum sec_kind kind, const char *name)
+int rb_conf_key_index(enum sec_kind kind, const char *name)
 {
 	const struct key_desc *k = sec_keys[kind];
 
@@ -233,10 +98,6 @@ static int key_index(enum sec_kind kind, const char *name)
 	return -1;
 }
 
-_Static_assert(sizeof(target_keys) / sizeof(target_keys[0]) - 1 <= MAX_KEYS, "MAX_KEYS");
-_Static_assert(sizeof(export_keys) / sizeof(export_keys[0]) - 1 <= MAX_KEYS, "MAX_KEYS");
-_Static_assert(sizeof(initiator_keys) / sizeof(initiator_keys[0]) - 1 <= MAX_KEYS, "MAX_KEYS");
-_Static_assert(sizeof(attach_keys) / sizeof(attach_keys[0]) - 1 <= MAX_KEYS, "MAX_KEYS");
 
 /* ---- lists ------------------------------------------------------------- */
 
@@ -774,7 +635,7 @@ static char *reader(char *str, int num, void *stream)
 	return str;
 }
 
-static int parse_file(struct parse_ctx *ctx)
+int rb_conf_parse_file(struct parse_ctx *ctx)
 {
 	int ret;
 
@@ -802,177 +663,4 @@ static int parse_file(struct parse_ctx *ctx)
 	if (!ctx->failed)
 		return 0;
 	return ctx->err ? ctx->err : -EINVAL;
-}
-
-/* ---- target ------------------------------------------------------------ */
-
-void rb_target_conf_init(struct rb_target_conf *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->threads = 1;
-	c->max_queue_depth = 128;
-	c->max_io_queues = 8;
-	c->max_transfer = 128 * 1024;
-	c->incapsule = 8 * 1024;
-	c->buffers = 256;
-	c->keepalive_ms = 120000;
-	c->transfer_timeout_ms = 15000;
-	c->auth_dhgroups = RB_AUTH_DHGROUPS_DEFAULT;
-	c->log_level = RB_LOG_INFO;
-	rb_transport_opts_init(&c->topts);
-}
-
-void rb_target_conf_free(struct rb_target_conf *c)
-{
-	free(c->exports);
-	free(c->hosts);
-	rb_target_conf_init(c);
-}
-
-static bool same_listen(const struct rb_target_conf *a, const struct rb_target_conf *b)
-{
-	if (a->nr_listen != b->nr_listen)
-		return false;
-	for (int i = 0; i < a->nr_listen; i++)
-		if (strcmp(a->listen[i].transport, b->listen[i].transport) != 0 ||
-		    strcmp(a->listen[i].ep.host, b->listen[i].ep.host) != 0 ||
-		    a->listen[i].ep.port != b->listen[i].ep.port)
-			return false;
-	return true;
-}
-
-int rb_target_conf_diff(const struct rb_target_conf *a, const struct rb_target_conf *b,
-			const char **keys, int max)
-{
-	int n = 0;
-
-	for (const struct key_desc *k = target_keys; k->name; k++) {
-		const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
-		bool same;
-
-		/* Secrets and policy: a reload applies them (target/auth.c). */
-		if (strcmp(k->name, "auth") == 0 || strcmp(k->name, "target-secret-file") == 0 ||
-		    strcmp(k->name, "auth-dhgroups") == 0)
-			continue;
-		switch (k->type) {
-		case K_LISTEN: same = same_listen(a, b); break;
-		case K_U32:
-		case K_SIZE: same = *(const uint32_t *)pa == *(const uint32_t *)pb; break;
-		case K_BOOL: same = *(const bool *)pa == *(const bool *)pb; break;
-		case K_STR: same = strcmp(pa, pb) == 0; break;
-		case K_INT:
-		case K_BOOL_INT:
-		case K_LOG_LEVEL: same = *(const int *)pa == *(const int *)pb; break;
-		default: abort(); /* K_HOSTS: export sections only */
-		}
-		if (!same && n++ < max)
-			keys[n - 1] = k->name;
-	}
-	return n;
-}
-
-static int target_finish(struct parse_ctx *ctx)
-{
-	struct rb_target_conf *t = ctx->t;
-	char b1[24], b2[24];
-
-	/* No listen key: serve tcp on every address, the documented default. */
-	if (t->nr_listen == 0) {
-		strcpy(t->listen[0].transport, "tcp");
-		strcpy(t->listen[0].ep.host, "0.0.0.0");
-		t->listen[0].ep.port = RB_DEFAULT_PORT;
-		t->nr_listen = 1;
-	}
-	/* Two sections for one host id would make its secret ambiguous. */
-	for (int i = 0; i < t->nr_hosts; i++)
-		for (int j = 0; j < i; j++)
-			if (strcmp(t->hosts[i].hostid, t->hosts[j].hostid) == 0) {
-				fail_at(ctx, t->hosts[i].line,
-					"[host %s]: host id '%s' already has a secret ([host %s], "
-					"line %d)",
-					t->hosts[i].name, t->hosts[i].hostid, t->hosts[j].name,
-					t->hosts[j].line);
-				return -EINVAL;
-			}
-	if (t->incapsule > t->max_transfer) {
-		int line = ctx->seen[SEC_TARGET][key_index(SEC_TARGET, "incapsule")];
-
-		if (!line)
-			line = ctx->seen[SEC_TARGET][key_index(SEC_TARGET, "max-transfer")];
-		fail_at(ctx, line, "incapsule (%s) exceeds max-transfer (%s)",
-			rb_conf_human(t->incapsule, b1), rb_conf_human(t->max_transfer, b2));
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int rb_target_conf_load(struct rb_target_conf *c, const char *path, char *errbuf, size_t errlen)
-{
-	struct parse_ctx ctx = { .file = path, .t = c, .errbuf = errbuf, .errlen = errlen };
-	int ret;
-
-	rb_target_conf_init(c);
-	ret = parse_file(&ctx);
-	if (!ret)
-		ret = target_finish(&ctx);
-	if (ret)
-		rb_target_conf_free(c);
-	return ret;
-}
-
-const struct rb_export_conf *rb_target_conf_export(const struct rb_target_conf *c,
-						   const char *name)
-{
-	for (int n = 0; n < c->nr_exports; n++)
-		if (strcmp(c->exports[n].name, name) == 0)
-			return &c->exports[n];
-	return NULL;
-}
-
-/* ---- initiator --------------------------------------------------------- */
-
-void rb_initiator_conf_init(struct rb_initiator_conf *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->log_level = RB_LOG_INFO;
-	rb_transport_opts_init(&c->topts);
-}
-
-void rb_initiator_conf_free(struct rb_initiator_conf *c)
-{
-	free(c->attach);
-	rb_initiator_conf_init(c);
-}
-
-void rb_attach_conf_init(struct rb_attach_conf *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->queues = 2;
-	a->queue_depth = 128;
-	a->timeout_ms = 30000;
-	a->reconnect_delay_ms = 2000;
-	a->nbd_max_clients = 256;
-	a->ublk_id = RB_UBLK_ID_ANY;
-}
-
-int rb_initiator_conf_load(struct rb_initiator_conf *c, const char *path, char *errbuf,
-			   size_t errlen)
-{
-	struct parse_ctx ctx = { .file = path, .i = c, .errbuf = errbuf, .errlen = errlen };
-	int ret;
-
-	rb_initiator_conf_init(c);
-	ret = parse_file(&ctx);
-	if (ret)
-		rb_initiator_conf_free(c);
-	return ret;
-}
-
-const struct rb_attach_conf *rb_initiator_conf_attach(const struct rb_initiator_conf *c,
-						      const char *name)
-{
-	for (int n = 0; n < c->nr_attach; n++)
-		if (strcmp(c->attach[n].name, name) == 0)
-			return &c->attach[n];
-	return NULL;
 }
