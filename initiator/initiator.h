@@ -118,6 +118,9 @@ struct ini_session {
 	struct rb_slot *ka_slot;
 	bool ka_busy;
 	uint64_t ka_next_ms;
+	/* The keep-alive timeout in effect: the target's grant, else as asked
+	 * (a target raises 0 or a short one to its min-keepalive). */
+	uint32_t ka_ms;
 };
 
 /* queue.c (I/O path) and queue_conn.c (set-up and teardown) */

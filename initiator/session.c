@@ -103,7 +103,7 @@ static void ka_done(struct rb_io *io, int err)
 
 	s->ka_busy = false;
 	rb_queue_slots_put(&s->admin, 1, &s->ka_slot);
-	s->ka_next_ms = rb_now_ms() + s->p.kato_ms / 2;
+	s->ka_next_ms = rb_now_ms() + s->ka_ms / 2;
 	if (err && !s->admin.dead && !s->closing) {
 		rb_err("%s: keep-alive failed: %s", s->target,
 		       io->status ? rb_status_name(io->status) :
@@ -118,7 +118,7 @@ static void session_tick(void *arg, uint64_t now)
 	struct ini_session *s = arg;
 	int ret;
 
-	if (!s->p.kato_ms || !s->connected || s->closing || s->ka_busy || s->admin.dead ||
+	if (!s->ka_ms || !s->connected || s->closing || s->ka_busy || s->admin.dead ||
 	    now < s->ka_next_ms)
 		return;
 	if (rb_queue_slots_get(&s->admin, 1, &s->ka_slot))
@@ -128,7 +128,7 @@ static void session_tick(void *arg, uint64_t now)
 	s->ka_io.nr_slots = 1;
 	s->ka_io.slots = &s->ka_slot;
 	s->ka_io.done = ka_done;
-	s->ka_io.timeout_ms = s->p.kato_ms;
+	s->ka_io.timeout_ms = s->ka_ms;
 	ret = rb_queue_submit(&s->admin, &s->ka_io);
 	if (ret) {
 		rb_queue_slots_put(&s->admin, 1, &s->ka_slot);
@@ -265,6 +265,10 @@ static const char *connect_reason(uint16_t status)
 	case RB_S_AUTH_HASH_UNUSABLE: return "no hash in common with the target";
 	case RB_S_AUTH_DHGROUP_UNUSABLE: return "no DH group in common with the target";
 	case RB_S_AUTH_OUT_OF_STATE: return "authentication message out of order";
+	case RB_S_SESSION_LIMIT: return "the target has as many sessions as it allows (max-sessions)";
+	case RB_S_HOST_SESSION_LIMIT:
+		return "this host id has as many sessions on the target as it allows "
+		       "(max-sessions-per-host)";
 	}
 	return "refused";
 }
@@ -429,7 +433,8 @@ static int session_connect(struct ini_session *s, const char *export_name, uint3
 	s->handle = rb_from_le32(rsp.handle);
 	s->granted_depth = rb_from_le16(rsp.queue_depth);
 	s->connected = true;
-	s->ka_next_ms = rb_now_ms() + kato_ms / 2;
+	s->ka_ms = rb_from_le32(rsp.kato_ms) ? rb_from_le32(rsp.kato_ms) : kato_ms;
+	s->ka_next_ms = rb_now_ms() + s->ka_ms / 2;
 	if (raw)
 		*raw = rsp;
 out_put:
@@ -588,7 +593,7 @@ int ini_session_reconnect(struct ini_session *s)
 			return ret;
 	}
 	s->ka_busy = false;
-	s->ka_next_ms = rb_now_ms() + s->p.kato_ms / 2;
+	s->ka_next_ms = rb_now_ms() + s->ka_ms / 2;
 	return 0;
 }
 
@@ -601,7 +606,7 @@ int rb_session_start(struct ini_session *s)
 	ret = ini_recovery_init(s);
 	if (ret)
 		return ret;
-	s->ka_next_ms = rb_now_ms() + s->p.kato_ms / 2;
+	s->ka_next_ms = rb_now_ms() + s->ka_ms / 2;
 	for (unsigned int i = 0; i < s->nr_reactors; i++) {
 		ret = ini_reactor_start(&s->reactors[i]);
 		if (ret) {

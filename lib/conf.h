@@ -61,6 +61,13 @@ struct rb_target_conf {
 	uint32_t buffers; /* I/O buffers per reactor; default 256 */
 	uint32_t keepalive_ms; /* max accepted KATO; default 120000 */
 	uint32_t transfer_timeout_ms; /* host must complete a transfer; default 15000 */
+	/* Limits (issue 31): what one peer may hold, refused with a reason. */
+	uint32_t max_connections; /* queues (admin + I/O) at once; default 1024 */
+	uint32_t max_conns_per_addr; /* queues from one peer address; default 256 */
+	uint32_t max_sessions; /* sessions incl. discovery; default 256 */
+	uint32_t max_sessions_per_host; /* per host id; default 32 */
+	uint32_t min_keepalive_ms; /* least KATO granted; 0 allows none; default 10000 */
+	uint32_t discovery_timeout_ms; /* idle discovery session ends; default 5000 */
 	int log_level; /* enum rb_log_level */
 	struct rb_transport_opts topts;
 	int auth; /* RB_AUTH_OPTIONAL (default) or RB_AUTH_REQUIRED: every export */
@@ -98,6 +105,8 @@ struct rb_target_conf {
 #define RB_TOPT_RETRY_MAX 7
 #define RB_TOPT_CONNECT_TIMEOUT_MIN 100
 #define RB_TOPT_CONNECT_TIMEOUT_MAX 600000
+/* max-connections and the other connection/session limits. */
+#define RB_MAX_CONNECTIONS 1048576u
 
 /* One [attach NAME] section, equivalent to the initiator's flags. */
 struct rb_attach_conf {

@@ -28,7 +28,7 @@ int rb_conf_check_nbd_device(const char *v, char *reason, size_t len);
 struct rb_target_conf;
 struct rb_initiator_conf;
 
-#define MAX_KEYS 24
+#define MAX_KEYS 40
 /* A key table (without its NULL end) fits parse_ctx.seen[]. */
 #define RB_CONF_KEYS_FIT(t) _Static_assert(sizeof(t) / sizeof((t)[0]) - 1 <= MAX_KEYS, #t)
 

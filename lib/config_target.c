@@ -22,6 +22,15 @@ const struct key_desc rb_conf_target_keys[] = {
 	NUM(struct rb_target_conf, "buffers", buffers, K_U32, 1, 65536),
 	NUM(struct rb_target_conf, "keepalive-timeout", keepalive_ms, K_U32, 1000, 3600000),
 	NUM(struct rb_target_conf, "transfer-timeout", transfer_timeout_ms, K_U32, 1000, 3600000),
+	NUM(struct rb_target_conf, "max-connections", max_connections, K_U32, 1,
+	    RB_MAX_CONNECTIONS),
+	NUM(struct rb_target_conf, "max-connections-per-address", max_conns_per_addr, K_U32, 1,
+	    RB_MAX_CONNECTIONS),
+	NUM(struct rb_target_conf, "max-sessions", max_sessions, K_U32, 1, RB_MAX_CONNECTIONS),
+	NUM(struct rb_target_conf, "max-sessions-per-host", max_sessions_per_host, K_U32, 1,
+	    RB_MAX_CONNECTIONS),
+	NUM(struct rb_target_conf, "min-keepalive", min_keepalive_ms, K_U32, 0, 3600000),
+	NUM(struct rb_target_conf, "discovery-timeout", discovery_timeout_ms, K_U32, 1000, 600000),
 	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
 	TOPTS(struct rb_target_conf),
 	{ .name = "auth", .type = K_AUTH, .off = offsetof(struct rb_target_conf, auth) },
@@ -64,6 +73,12 @@ void rb_target_conf_init(struct rb_target_conf *c)
 	c->buffers = 256;
 	c->keepalive_ms = 120000;
 	c->transfer_timeout_ms = 15000;
+	c->max_connections = 1024;
+	c->max_conns_per_addr = 256;
+	c->max_sessions = 256;
+	c->max_sessions_per_host = 32;
+	c->min_keepalive_ms = 10000;
+	c->discovery_timeout_ms = 5000;
 	c->auth_dhgroups = RB_AUTH_DHGROUPS_DEFAULT;
 	c->log_level = RB_LOG_INFO;
 	rb_transport_opts_init(&c->topts);
@@ -141,6 +156,19 @@ static int target_finish(struct parse_ctx *ctx)
 					t->hosts[j].line);
 				return -EINVAL;
 			}
+	/* The default minimum yields to a lower keepalive-timeout; a minimum
+	 * set above the maximum is a mistake. */
+	if (t->min_keepalive_ms > t->keepalive_ms) {
+		int line = ctx->seen[SEC_TARGET][rb_conf_key_index(SEC_TARGET, "min-keepalive")];
+
+		if (line) {
+			rb_conf_fail_at(ctx, line,
+					"min-keepalive (%u ms) exceeds keepalive-timeout (%u ms)",
+					t->min_keepalive_ms, t->keepalive_ms);
+			return -EINVAL;
+		}
+		t->min_keepalive_ms = t->keepalive_ms;
+	}
 	if (t->incapsule > t->max_transfer) {
 		int line = ctx->seen[SEC_TARGET][rb_conf_key_index(SEC_TARGET, "incapsule")];
 

@@ -42,6 +42,12 @@ static void default_rescan(void)
 {
 }
 
+static size_t default_conn_mem(const struct rb_conn_caps *caps)
+{
+	/* A send WQE with a few SGEs and its completion state: well under 512. */
+	return 16384 + ((size_t)caps->max_send_wr + caps->max_recv_wr) * 512;
+}
+
 static const struct rb_transport_ops *const builtin[] = {
 	&rb_tcp_transport,
 #ifdef HAVE_RDMA
@@ -71,6 +77,8 @@ static void fill_defaults(void)
 			filled[i].domain_lost = default_domain_lost;
 		if (!filled[i].rescan)
 			filled[i].rescan = default_rescan;
+		if (!filled[i].conn_mem)
+			filled[i].conn_mem = default_conn_mem;
 	}
 }
 

@@ -226,6 +226,11 @@ struct rb_transport_ops {
 	 */
 	bool (*domain_lost)(struct rb_domain *d);
 	void (*rescan)(void);
+
+	/* Optional: the most process memory one connection with caps holds
+	 * (the target's memory bound).  Default: a generous estimate of
+	 * work request state and provider rings. */
+	size_t (*conn_mem)(const struct rb_conn_caps *caps);
 };
 
 /* Registry: look a transport up by name ("tcp", "rdma"); NULL if absent.

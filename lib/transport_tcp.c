@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -117,11 +118,20 @@ void tcp_sock_opts(int fd, const struct rb_transport_opts *opts)
 
 /* ---- work request pool ------------------------------------------------- */
 
+static size_t chunk_len(unsigned int n)
+{
+	return (sizeof(struct tcp_chunk) + n * sizeof(struct tcp_wr) + 4095) / 4096 * 4096;
+}
+
+/* Chunks are mappings of their own: a closed connection's go back to the
+ * kernel at once, where malloc kept them in the arenas of the threads that
+ * happened to allocate them (issue 31). */
 int tcp_pool_grow(struct tcp_conn *c, unsigned int n)
 {
-	struct tcp_chunk *ch = calloc(1, sizeof(*ch) + n * sizeof(struct tcp_wr));
+	struct tcp_chunk *ch = mmap(NULL, chunk_len(n), PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (!ch)
+	if (ch == MAP_FAILED)
 		return -ENOMEM;
 	ch->n = n;
 	ch->next = c->chunks;
@@ -164,7 +174,7 @@ void tcp_conn_free_pool(struct tcp_conn *c)
 		struct tcp_chunk *ch = c->chunks;
 
 		c->chunks = ch->next;
-		free(ch);
+		munmap(ch, chunk_len(ch->n));
 	}
 	c->free = NULL;
 }
@@ -172,6 +182,15 @@ void tcp_conn_free_pool(struct tcp_conn *c)
 static struct rb_domain *tcp_conn_domain(struct rb_conn *c)
 {
 	return (struct rb_domain *)to_conn(c)->dom;
+}
+
+/* The connection and its work request pool: what tcp_accept grows at once,
+ * and a few TCP_CHUNK grows for frames of its own (acks, NAKs). */
+static size_t tcp_conn_mem(const struct rb_conn_caps *caps)
+{
+	size_t wrs = (size_t)caps->max_send_wr + caps->max_recv_wr + TCP_CHUNK;
+
+	return sizeof(struct tcp_conn) + chunk_len((unsigned int)wrs) + 4 * chunk_len(TCP_CHUNK);
 }
 
 static void tcp_conn_peer(struct rb_conn *c, char *buf, size_t len)
@@ -213,5 +232,6 @@ const struct rb_transport_ops rb_tcp_transport = {
 	.post_read = tcp_post_read,
 	.post_write = tcp_post_write,
 	.conn_peer = tcp_conn_peer,
+	.conn_mem = tcp_conn_mem,
 	.conn_qpn = tcp_conn_qpn,
 };

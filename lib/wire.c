@@ -57,6 +57,8 @@ static const char *const status_names[RB_S_MAX] = {
 	[RB_S_AUTH_DHGROUP_UNUSABLE] = "AUTH_DHGROUP_UNUSABLE",
 	[RB_S_AUTH_OUT_OF_STATE] = "AUTH_OUT_OF_STATE",
 	[RB_S_AUTH_BIDI_UNAVAILABLE] = "AUTH_BIDI_UNAVAILABLE",
+	[RB_S_SESSION_LIMIT] = "SESSION_LIMIT",
+	[RB_S_HOST_SESSION_LIMIT] = "HOST_SESSION_LIMIT",
 };
 
 const char *rb_status_name(unsigned int status)
@@ -75,6 +77,9 @@ static const char *const reject_names[RB_REJ_MAX] = {
 	[RB_REJ_BAD_DEPTH] = "bad queue depth",
 	[RB_REJ_NO_RESOURCES] = "target out of resources",
 	[RB_REJ_SHUTTING_DOWN] = "target shutting down",
+	[RB_REJ_CONN_LIMIT] = "target at its connection limit (max-connections)",
+	[RB_REJ_ADDR_CONN_LIMIT] = "too many connections from this address "
+				   "(max-connections-per-address)",
 };
 
 const char *rb_reject_name(unsigned int reason)
@@ -160,7 +165,9 @@ int rb_status_errno(unsigned int status)
 	case RB_S_NOT_SUPPORTED: return EOPNOTSUPP;
 	case RB_S_UNKNOWN_EXPORT: return ENOENT;
 	case RB_S_ACCESS_DENIED: return EACCES;
-	case RB_S_BUSY: return EAGAIN;
+	case RB_S_BUSY:
+	case RB_S_SESSION_LIMIT:
+	case RB_S_HOST_SESSION_LIMIT: return EAGAIN;
 	case RB_S_PREDECESSOR_BUSY: return EBUSY;
 	case RB_S_ABORTED: return ESHUTDOWN;
 	case RB_S_AUTH_REQUIRED:

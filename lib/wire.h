@@ -82,6 +82,8 @@ enum rb_status {
 	RB_S_AUTH_DHGROUP_UNUSABLE = 21, /* no offered DH group the target accepts */
 	RB_S_AUTH_OUT_OF_STATE = 22, /* auth message not expected now */
 	RB_S_AUTH_BIDI_UNAVAILABLE = 23, /* host asked for a target proof; no target secret */
+	RB_S_SESSION_LIMIT = 24, /* the target has max-sessions sessions */
+	RB_S_HOST_SESSION_LIMIT = 25, /* this host id has max-sessions-per-host sessions */
 	RB_S_MAX
 };
 
@@ -164,6 +166,8 @@ enum rb_cm_reject_reason {
 	RB_REJ_BAD_DEPTH = 5,
 	RB_REJ_NO_RESOURCES = 6,
 	RB_REJ_SHUTTING_DOWN = 7,
+	RB_REJ_CONN_LIMIT = 8, /* the target has max-connections queues */
+	RB_REJ_ADDR_CONN_LIMIT = 9, /* this address has max-connections-per-address */
 	RB_REJ_MAX
 };
 
@@ -204,9 +208,11 @@ struct rb_connect_rsp {
 	uint16_t queue_depth; /* 34: max per I/O queue */
 	uint32_t phys_block_size; /* 36 */
 	uint32_t auth_flags; /* 40: v2: RB_CONNECT_AUTH_*; v1: 0 */
-	uint8_t rsvd[20]; /* 44 */
+	uint32_t kato_ms; /* 44: keep-alive timeout granted; 0 = none (or an older target) */
+	uint8_t rsvd[16]; /* 48 */
 } __attribute__((packed));
 _Static_assert(offsetof(struct rb_connect_rsp, auth_flags) == 40, "auth_flags at 40");
+_Static_assert(offsetof(struct rb_connect_rsp, kato_ms) == 44, "kato_ms at 44");
 _Static_assert(sizeof(struct rb_connect_rsp) == 64, "connect rsp is 64 bytes");
 
 #define RB_CONNECT_RSP_OFFSET 512

@@ -13,6 +13,7 @@
 
 #include "checked.h"
 #include "log.h"
+#include "log_limit.h"
 #include "target.h"
 
 static bool host_allowed(const struct rb_export_conf *c, const char *hostid)
@@ -76,7 +77,11 @@ static void connect_grant(const struct tgt_target *t, const struct rb_connect_re
 {
 	*nq = min16(rb_from_le16(cr->nr_io_queues), t->conf.max_io_queues);
 	*depth = min16(rb_from_le16(cr->queue_depth), t->conf.max_queue_depth);
+	/* 0 (none) or less than the minimum would let a silent host keep its
+	 * session and queues forever: it gets the minimum (0 only if allowed). */
 	*kato = rb_from_le32(cr->kato_ms);
+	if (*kato < t->conf.min_keepalive_ms || *kato == 0)
+		*kato = t->conf.min_keepalive_ms;
 	if (*kato > t->conf.keepalive_ms)
 		*kato = t->conf.keepalive_ms;
 }
@@ -99,6 +104,7 @@ static void connect_fill(const struct tgt_target *t, const struct tgt_session *s
 		rsp->nr_io_queues = rb_le16(s->nr_io_queues);
 		rsp->queue_depth = rb_le16(s->queue_depth);
 	}
+	rsp->kato_ms = rb_le32(s->kato_ms);
 }
 
 /* Session ids bind nothing without the key, but are still not for info logs. */
@@ -162,17 +168,32 @@ static void connect_finish(struct tgt_req *req, struct tgt_export *e, bool need_
 	const struct rb_connect_req *cr = req->buf;
 	struct rb_connect_rsp *rsp = (void *)((char *)req->buf + RB_CONNECT_RSP_OFFSET);
 	char hb[RB_LOG_ESCAPE_MAX], eb[RB_LOG_ESCAPE_MAX];
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("session limit", RB_LOG_WARN);
 	struct tgt_session *s;
-	uint16_t nq, depth;
+	uint16_t nq, depth, st;
 	uint32_t kato;
 
 	connect_grant(t, cr, &nq, &depth, &kato);
 	/* The session takes over the export reference. */
-	s = tgt_session_create(e, cr->hostid, e ? nq : 0, depth, kato);
+	s = tgt_session_create(&t->conf, e, cr->hostid, e ? nq : 0, depth, kato, &st);
 	if (!s) {
+		char addr[TGT_ADDR_MAX];
+
+		tgt_peer_addr(q->peer, addr, sizeof(addr));
+		if (st == RB_S_SESSION_LIMIT)
+			rb_log_limited(&lim, addr, RB_LOG_WARN,
+				       "peer %s host %s: CONNECT refused: the target has "
+				       "max-sessions = %u sessions",
+				       q->peer, TGT_ESC(hb, cr->hostid), t->conf.max_sessions);
+		else if (st == RB_S_HOST_SESSION_LIMIT)
+			rb_log_limited(&lim, addr, RB_LOG_WARN,
+				       "peer %s host %s: CONNECT refused: the host has "
+				       "max-sessions-per-host = %u sessions",
+				       q->peer, TGT_ESC(hb, cr->hostid),
+				       t->conf.max_sessions_per_host);
 		if (e)
 			tgt_export_put(e);
-		tgt_req_complete(req, RB_S_BUSY, 0);
+		tgt_req_complete(req, st, 0);
 		return;
 	}
 	q->session = s;
@@ -459,6 +480,10 @@ void tgt_admin_execute(struct tgt_req *req)
 {
 	struct tgt_queue *q = req->q;
 
+	/* KEEPALIVE alone does not keep a discovery session open. */
+	if (req->cmd.opcode != RB_OP_KEEPALIVE)
+		q->last_work_ns = rb_clock_ns();
+
 	/* Until the exchange is done: AUTH and DISCONNECT only. */
 	if (q->tauth && req->cmd.opcode != RB_OP_AUTH && req->cmd.opcode != RB_OP_DISCONNECT) {
 		tgt_req_complete(req, RB_S_AUTH_REQUIRED, 0);
@@ -479,8 +504,32 @@ void tgt_admin_execute(struct tgt_req *req)
 	}
 }
 
+/*
+ * A discovery session answers LIST_EXPORTS, then has nothing to do: it ends
+ * discovery-timeout after its last command but KEEPALIVE, and at the latest
+ * 10 x discovery-timeout after its queue connected (thousands of them held
+ * open were 145 MB, issue 31).  True if q was closed (and may be freed).
+ */
+static bool discovery_over(struct tgt_queue *q, uint64_t now_ns)
+{
+	uint64_t idle = (uint64_t)q->r->t->conf.discovery_timeout_ms * 1000000ull;
+	const char *why;
+
+	if (now_ns - q->created_ns >= 10 * idle)
+		why = "discovery session lifetime (10 x discovery-timeout) over";
+	else if (now_ns - q->last_work_ns >= idle)
+		why = "discovery session idle for discovery-timeout";
+	else
+		return false;
+	tgt_queue_fail(q, why); /* logs why */
+	tgt_queue_maybe_destroy(q);
+	return true;
+}
+
 void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns)
 {
+	/* Any peer can connect and say nothing. */
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("keep-alive timeout", RB_LOG_WARN);
 	uint64_t limit;
 
 	if (q->dead)
@@ -492,11 +541,17 @@ void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns)
 		tgt_queue_maybe_destroy(q);
 		return;
 	}
+	if (q->session && !q->session->export && discovery_over(q, now_ns))
+		return;
 	/* Before CONNECT: a host gets 10 s to identify itself. */
 	limit = q->session ? (uint64_t)q->session->kato_ms * 1000000ull : 10000000000ull;
 	if (limit && now_ns - q->last_cmd_ns > limit) {
-		rb_warn("queue 0 (peer %s): no command for %llu ms: keep-alive timeout", q->peer,
-			(unsigned long long)(limit / 1000000ull));
+		char addr[TGT_ADDR_MAX];
+
+		tgt_peer_addr(q->peer, addr, sizeof(addr));
+		rb_log_limited(&lim, addr, RB_LOG_WARN,
+			       "queue 0 (peer %s): no command for %llu ms: keep-alive timeout",
+			       q->peer, (unsigned long long)(limit / 1000000ull));
 		tgt_queue_fail(q, "keep-alive timeout");
 		tgt_queue_maybe_destroy(q);
 	}

@@ -55,6 +55,30 @@ static int write_pidfile(const char *path)
 	return 0;
 }
 
+/*
+ * What the configuration lets the target hold (target(8), MEMORY): the
+ * reactors' registered buffers and a fixed cost per connection up to
+ * max-connections.  Sessions, export tables and logs are small beside it.
+ */
+static void log_mem_bound(const struct tgt_target *t, const struct listener *ls)
+{
+	const struct rb_target_conf *c = &t->conf;
+	size_t incap = ((size_t)c->incapsule + 4095) / 4096 * 4096, conn = 0, pool, total;
+
+	/* An incapsule of 0 still registers one page (reactor.c). */
+	pool = (size_t)c->buffers * c->max_transfer + (c->incapsule ? 4 * c->buffers * incap : 4096);
+	pool = (pool + TGT_ZERO_BUF_SIZE) * (size_t)t->nr_reactors;
+	for (int i = 0; i < c->nr_listen; i++) {
+		size_t m = tgt_conn_mem(c, ls[i].ops);
+
+		conn = m > conn ? m : conn;
+	}
+	total = pool + conn * c->max_connections;
+	rb_info("memory bound: registered buffers %zu KiB + max-connections %u x %zu KiB a "
+		"connection = %zu KiB, beyond the process's base",
+		pool >> 10, c->max_connections, (conn + 1023) >> 10, (total + 1023) >> 10);
+}
+
 static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *conn,
 		     const void *priv, size_t priv_len, unsigned int *rr)
 {
@@ -375,6 +399,7 @@ int main(int argc, char **argv)
 		goto out_stop;
 	}
 	notify_ready(&t);
+	log_mem_bound(&t, ls);
 	rb_info("ready: %d export(s), %d reactor(s)", t.nr_exports, t.nr_reactors);
 	ret = serve(&t, sfd, ls, epfd, config, level != NULL);
 	sd_notify(0, "STOPPING=1");

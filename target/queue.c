@@ -9,22 +9,89 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "checked.h"
 #include "log.h"
+#include "log_limit.h"
 #include "target.h"
 
 #define ADMIN_DEPTH 16
+#define QUEUE_MAX_RD 16 /* RDMA READs outstanding */
 
-static void reject(const struct tgt_conn_msg *m, uint16_t reason)
+static void reject_quiet(const struct tgt_conn_msg *m, uint16_t reason)
 {
 	struct rb_cm_rej rej = rb_cm_rej_make(reason);
-	char peer[128];
+
+	m->ops->reject(m->conn, &rej, sizeof(rej));
+}
+
+/* A peer can ask for refusals at will: rate-limited per peer address. */
+static void reject(const struct tgt_conn_msg *m, uint16_t reason)
+{
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("queue connection refused", RB_LOG_WARN);
+	char peer[128], addr[TGT_ADDR_MAX];
 
 	m->ops->conn_peer(m->conn, peer, sizeof(peer));
-	rb_warn("%s peer %s: connection for queue %u rejected: %s", m->ops->name, peer,
-		rb_from_le16(m->req.qid), rb_reject_name(reason));
-	m->ops->reject(m->conn, &rej, sizeof(rej));
+	tgt_peer_addr(peer, addr, sizeof(addr));
+	rb_log_limited(&lim, addr, RB_LOG_WARN, "%s peer %s: connection for queue %u rejected: %s",
+		       m->ops->name, peer, rb_from_le16(m->req.qid), rb_reject_name(reason));
+	reject_quiet(m, reason);
+}
+
+#define LINE(n) (((n) + 63) / 64 * 64)
+
+/*
+ * A queue's arrays live in one anonymous mapping sized from its granted
+ * depth: capsules (+ QUEUE_AUTH slices, registered), responses (registered),
+ * requests, receive slots.  Freed, it goes back to the kernel at once; from
+ * malloc, thousands of queues closing left their memory in the reactors'
+ * arenas (854 MB resident after 556 sessions closed, issue 31).
+ */
+struct queue_layout {
+	size_t capsules, rsps, reqs, recvs, len;
+};
+
+static void queue_layout(uint16_t depth, struct queue_layout *l)
+{
+	size_t page = 4096, nr_reqs = (size_t)depth * 2;
+
+	l->capsules = 0;
+	l->rsps = LINE((size_t)depth * (sizeof(struct rb_capsule) + RB_QUEUE_AUTH_SIZE));
+	l->reqs = l->rsps + LINE(nr_reqs * sizeof(struct rb_response));
+	l->recvs = l->reqs + LINE(nr_reqs * sizeof(struct tgt_req));
+	l->len = (l->recvs + depth * sizeof(struct tgt_recv) + page - 1) / page * page;
+}
+
+size_t tgt_queue_mem(uint16_t depth)
+{
+	struct queue_layout l;
+
+	queue_layout(depth, &l);
+	return l.len + LINE(sizeof(struct tgt_queue));
+}
+
+static struct rb_conn_caps queue_caps(uint16_t depth, uint32_t max_rd)
+{
+	return (struct rb_conn_caps){
+		.max_send_wr = depth * 4u, /* 2 x depth requests: response + RDMA op each */
+		.max_recv_wr = depth,
+		.max_sge = 2,
+		.max_inline = RB_RESPONSE_SIZE,
+		.max_rd_atomic = max_rd,
+		.max_dest_rd_atomic = 0, /* initiators may not READ target memory */
+	};
+}
+
+size_t tgt_conn_mem(const struct rb_target_conf *c, const struct rb_transport_ops *ops)
+{
+	uint16_t depth = c->max_queue_depth > ADMIN_DEPTH ? (uint16_t)c->max_queue_depth :
+							    ADMIN_DEPTH;
+	struct rb_conn_caps caps = queue_caps(depth, QUEUE_MAX_RD);
+
+	/* A session per admin queue at most, and the hand-off message. */
+	return tgt_queue_mem(depth) + ops->conn_mem(&caps) + sizeof(struct tgt_session) +
+	       sizeof(struct tgt_conn_msg);
 }
 
 static void queue_free_mem(struct tgt_queue *q)
@@ -45,10 +112,10 @@ static void queue_free_mem(struct tgt_queue *q)
 		q->cx->ops->dereg_mr(q->rsp_mr);
 	if (q->capsule_mr)
 		q->cx->ops->dereg_mr(q->capsule_mr);
-	free(q->rsps);
-	free(q->capsules);
-	free(q->reqs);
-	free(q->recvs);
+	if (q->region)
+		munmap(q->region, q->region_len);
+	if (q->counted)
+		tgt_conn_release(q->peer);
 	free(q);
 }
 
@@ -56,6 +123,8 @@ static int queue_alloc(struct tgt_queue *q)
 {
 	struct tgt_reactor *r = q->r;
 	const struct rb_transport_ops *ops = q->cx->ops;
+	struct queue_layout l;
+	uint8_t *base;
 	int ret;
 
 	/*
@@ -65,14 +134,18 @@ static int queue_alloc(struct tgt_queue *q)
 	 * At most depth commands are active (received, not yet answered).
 	 */
 	q->nr_reqs = (uint32_t)q->depth * 2;
-	q->recvs = calloc(q->depth, sizeof(*q->recvs));
-	q->reqs = calloc(q->nr_reqs, sizeof(*q->reqs));
+	queue_layout(q->depth, &l);
+	base = mmap(NULL, l.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
+		return -ENOMEM;
+	q->region = base;
+	q->region_len = l.len;
 	/* Behind the capsules: RB_QUEUE_AUTH_SIZE per receive, where an I/O
 	 * queue granted less in-capsule data takes its QUEUE_AUTH proof. */
-	q->capsules = rb_alloc_lines((size_t)q->depth * (sizeof(*q->capsules) + RB_QUEUE_AUTH_SIZE));
-	q->rsps = rb_alloc_lines((size_t)q->nr_reqs * sizeof(*q->rsps));
-	if (!q->recvs || !q->reqs || !q->capsules || !q->rsps)
-		return -ENOMEM;
+	q->capsules = (struct rb_capsule *)(base + l.capsules);
+	q->rsps = (struct rb_response *)(base + l.rsps);
+	q->reqs = (struct tgt_req *)(base + l.reqs);
+	q->recvs = (struct tgt_recv *)(base + l.recvs);
 	q->aux = (uint8_t *)(q->capsules + q->depth);
 	ret = ops->reg_mr(q->cx->domain, q->capsules,
 			  (size_t)q->depth * (sizeof(*q->capsules) + RB_QUEUE_AUTH_SIZE),
@@ -133,6 +206,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	struct rb_conn_caps caps;
 	struct tgt_session *s = NULL;
 	struct tgt_queue *q;
+	char peer[128];
 	int ret;
 
 	/* Set before the reactors are told to stop: none takes a queue then. */
@@ -144,6 +218,12 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 		reject(m, RB_REJ_NO_RESOURCES); /* cqctx_get logged why */
 		return -ENODEV;
 	}
+	m->ops->conn_peer(m->conn, peer, sizeof(peer));
+	reason = tgt_conn_admit(conf, m->ops->name, peer);
+	if (reason != RB_REJ_NONE) {
+		reject_quiet(m, reason); /* tgt_conn_admit logged why */
+		return -EBUSY;
+	}
 	/* rb_check_cm_req() passed it: depth > 0, an admin queue names no session. */
 	if (qid == 0) {
 		limit = ADMIN_DEPTH;
@@ -151,6 +231,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 		s = tgt_session_bind(rb_from_le64(cr->session), qid, &reason);
 		if (!s) {
 			reject(m, reason);
+			tgt_conn_release(peer);
 			return -EINVAL;
 		}
 		limit = s->queue_depth;
@@ -158,9 +239,11 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	q = calloc(1, sizeof(*q));
 	if (!q) {
 		reject(m, RB_REJ_NO_RESOURCES);
+		tgt_conn_release(peer);
 		ret = -ENOMEM;
 		goto out_unbind;
 	}
+	q->counted = true; /* released with its memory */
 	q->r = r;
 	q->conn = m->conn;
 	q->conn->ctx = q;
@@ -172,9 +255,9 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 		q->incapsule = conf->incapsule;
 	if (qid == 0)
 		q->incapsule = 0; /* admin commands carry data by key only */
-	q->max_rd = 16;
-	q->last_cmd_ns = q->created_ns = rb_clock_ns();
-	m->ops->conn_peer(m->conn, q->peer, sizeof(q->peer));
+	q->max_rd = QUEUE_MAX_RD;
+	q->last_cmd_ns = q->last_work_ns = q->created_ns = rb_clock_ns();
+	memcpy(q->peer, peer, sizeof(q->peer));
 	q->cx = cx;
 	ret = queue_alloc(q);
 	if (ret)
@@ -185,14 +268,7 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 		if (ret)
 			break;
 	}
-	caps = (struct rb_conn_caps){
-		.max_send_wr = q->nr_reqs * 2u, /* response + RDMA op each */
-		.max_recv_wr = q->depth,
-		.max_sge = 2,
-		.max_inline = RB_RESPONSE_SIZE,
-		.max_rd_atomic = q->max_rd,
-		.max_dest_rd_atomic = 0, /* initiators may not READ target memory */
-	};
+	caps = queue_caps(q->depth, q->max_rd);
 	rep = (struct rb_cm_rep2){ .magic = rb_le32(RB_MAGIC),
 				   .version = rb_le16(RB_PROTO_VERSION),
 				   .depth = rb_le16(q->depth),
@@ -300,6 +376,7 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 	}
 	rb_dbg("queue %u (peer %s) destroyed", q->qid, q->peer);
 	q->r->queue_gone = true;
+	q->r->trim_pending = true;
 	q->cx->ops->conn_destroy(q->conn);
 	queue_free_mem(q);
 }

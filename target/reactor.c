@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -300,6 +301,13 @@ static void on_timer(struct tgt_reactor *r)
 	}
 	/* A device may also be found gone by a rescan, with no queue on it. */
 	release_lost_domains(r);
+	/* Queues closed: their small allocations (the queue, the transport's
+	 * connection) sit in this thread's arena among live ones, which keeps
+	 * free pages resident; hand them back, at most once a tick. */
+	if (r->trim_pending) {
+		r->trim_pending = false;
+		malloc_trim(0);
+	}
 }
 
 /*

@@ -37,11 +37,34 @@ static struct tgt_session *find_locked(uint64_t id)
 	return s;
 }
 
-struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid, uint16_t nq,
-				       uint16_t depth, uint32_t kato_ms)
+/* Under sessions_lock: RB_S_SUCCESS, or the limit a new session of hostid
+ * would break.  Sessions ending (dead: a reconnect's predecessor, a lost
+ * admin queue) do not count. */
+static uint16_t check_limits_locked(const struct rb_target_conf *c, const char *hostid)
+{
+	uint32_t all = 0, host = 0;
+
+	for (const struct tgt_session *s = sessions; s; s = s->next) {
+		if (atomic_load(&s->dead))
+			continue;
+		all++;
+		if (strcmp(s->hostid, hostid) == 0)
+			host++;
+	}
+	if (all >= c->max_sessions)
+		return RB_S_SESSION_LIMIT;
+	if (host >= c->max_sessions_per_host)
+		return RB_S_HOST_SESSION_LIMIT;
+	return RB_S_SUCCESS;
+}
+
+struct tgt_session *tgt_session_create(const struct rb_target_conf *c, struct tgt_export *e,
+				       const char *hostid, uint16_t nq, uint16_t depth,
+				       uint32_t kato_ms, uint16_t *status)
 {
 	struct tgt_session *s = calloc(1, sizeof(*s));
 
+	*status = RB_S_BUSY;
 	if (!s)
 		return NULL;
 	s->id = new_session_id();
@@ -52,9 +75,16 @@ struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid,
 	s->kato_ms = kato_ms;
 	atomic_init(&s->refs, 1); /* the admin queue's */
 	pthread_mutex_lock(&sessions_lock);
-	s->next = sessions;
-	sessions = s;
+	*status = check_limits_locked(c, s->hostid);
+	if (*status == RB_S_SUCCESS) {
+		s->next = sessions;
+		sessions = s;
+	}
 	pthread_mutex_unlock(&sessions_lock);
+	if (*status != RB_S_SUCCESS) {
+		free(s);
+		return NULL;
+	}
 	return s;
 }
 

@@ -139,8 +139,11 @@ struct tgt_session {
 	struct tgt_session *next;
 };
 
-struct tgt_session *tgt_session_create(struct tgt_export *e, const char *hostid, uint16_t nq,
-				       uint16_t depth, uint32_t kato_ms);
+/* NULL with *status (RB_S_SESSION_LIMIT, RB_S_HOST_SESSION_LIMIT, BUSY)
+ * when refused. */
+struct tgt_session *tgt_session_create(const struct rb_target_conf *c, struct tgt_export *e,
+				       const char *hostid, uint16_t nq, uint16_t depth,
+				       uint32_t kato_ms, uint16_t *status);
 /* Look up by id and bind qid; NULL with *reason set on failure. */
 struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason);
 void tgt_session_unbind(struct tgt_session *s, uint16_t qid);
@@ -240,9 +243,11 @@ struct tgt_queue {
 	int wr_outstanding; /* posted, not completed, all kinds */
 	int io_inflight; /* SQEs outstanding */
 	bool accepted; /* before: a connection request (reject frees it) */
+	bool counted; /* in the connection limits (tgt_conn_admit) */
 	bool dead;
 	bool disconnect_requested; /* DISCONNECT: close once its answer is delivered */
 	uint64_t last_cmd_ns; /* keep-alive accounting (admin) */
+	uint64_t last_work_ns; /* admin: last command but KEEPALIVE (discovery-timeout) */
 	uint64_t created_ns;
 	/* Admin: the exchange while it runs (then freed); the session CONNECT
 	 * named to replace, acted on at its end. */
@@ -266,6 +271,8 @@ struct tgt_queue {
 	struct rb_capsule *capsules; /* depth slots */
 	struct rb_response *rsps; /* depth slots */
 	struct rb_mr *capsule_mr, *rsp_mr;
+	void *region; /* mmap holding capsules, rsps, reqs, recvs (queue.c) */
+	size_t region_len;
 	struct tgt_queue *next; /* reactor's list */
 };
 
@@ -295,6 +302,7 @@ struct tgt_reactor {
 	int nr_cqctx;
 	struct tgt_queue *queues;
 	bool queue_gone; /* a queue was destroyed this round */
+	bool trim_pending; /* a queue was destroyed this tick: malloc_trim */
 	unsigned int nr_replacing; /* admin queues with a CONNECT waiting */
 	struct tgt_req_fifo pending_buf;
 	struct tgt_req_fifo pending_exec;
@@ -364,6 +372,15 @@ void tgt_export_dump_stats(const struct tgt_export *e);
  * nothing: on any error the running exports stay.  0 or -errno, logged. */
 int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level);
 
+/* limits.c: connections (queues) in all and per peer address. */
+#define TGT_ADDR_MAX 64
+/* "addr" of "addr:port" (a transport's peer string). */
+void tgt_peer_addr(const char *peer, char *out, size_t len);
+/* Count a connection from peer: RB_REJ_NONE, or the reason to reject it
+ * with (logged, rate-limited).  tgt_conn_release undoes an admitted one. */
+uint16_t tgt_conn_admit(const struct rb_target_conf *c, const char *ops_name, const char *peer);
+void tgt_conn_release(const char *peer);
+
 /* reactor.c */
 int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id);
 void tgt_reactor_post_conn(struct tgt_reactor *r, struct tgt_conn_msg *m);
@@ -376,6 +393,10 @@ struct io_uring_sqe *tgt_reactor_get_sqe(struct tgt_reactor *r);
  * CQ context; NULL: none could be set up), or reject it. */
 int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_cqctx *cx);
 void tgt_queue_fail(struct tgt_queue *q, const char *why);
+/* Bytes a queue of this depth allocates (its part of the memory bound). */
+size_t tgt_queue_mem(uint16_t depth);
+/* The most one connection (queue) of ops holds: the man page's formula. */
+size_t tgt_conn_mem(const struct rb_target_conf *c, const struct rb_transport_ops *ops);
 void tgt_queue_maybe_destroy(struct tgt_queue *q);
 /* Stopping: refuse new commands, close idle queues; force closes all. */
 void tgt_queue_drain(struct tgt_reactor *r, bool force);

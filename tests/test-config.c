@@ -140,6 +140,14 @@ static void test_target_bad(void)
 	bad_target("[target]\nbuffers = 0\n", "2: buffers '0': out of range (1..65536)");
 	bad_target("[target]\nkeepalive-timeout = 999\n",
 		   "2: keepalive-timeout '999': out of range (1000..3600000)");
+	bad_target("[target]\nmax-connections = 0\n",
+		   "2: max-connections '0': out of range (1..1048576)");
+	bad_target("[target]\nmax-sessions-per-host = 0\n",
+		   "2: max-sessions-per-host '0': out of range (1..1048576)");
+	bad_target("[target]\ndiscovery-timeout = 999\n",
+		   "2: discovery-timeout '999': out of range (1000..600000)");
+	bad_target("[target]\nkeepalive-timeout = 5000\nmin-keepalive = 6000\n",
+		   "3: min-keepalive (6000 ms) exceeds keepalive-timeout (5000 ms)");
 	bad_target("[target]\ntransfer-timeout = 0\n",
 		   "2: transfer-timeout '0': out of range (1000..3600000)");
 	bad_target("[target]\nmax-transfer = 6000\n",
@@ -283,6 +291,12 @@ static void test_target_good(void)
 	is_int(c.topts.tos, d.topts.tos, "default tos");
 	is_int(c.topts.busy_poll, 0, "default busy-poll");
 	is_int(c.topts.poll_us, RB_POLL_US_DEFAULT, "default poll-us");
+	is_int(c.max_connections, 1024, "default max-connections");
+	is_int(c.max_conns_per_addr, 256, "default max-connections-per-address");
+	is_int(c.max_sessions, 256, "default max-sessions");
+	is_int(c.max_sessions_per_host, 32, "default max-sessions-per-host");
+	is_int(c.min_keepalive_ms, 10000, "default min-keepalive");
+	is_int(c.discovery_timeout_ms, 5000, "default discovery-timeout");
 	is_int(c.topts.connect_timeout_ms, d.topts.connect_timeout_ms, "default connect-timeout");
 	is_int(c.nr_exports, 0, "no exports");
 	rb_target_conf_free(&c);
@@ -307,6 +321,12 @@ static void test_target_good(void)
 			   "retry-count = 7\n"
 			   "rnr-retry = 0\n"
 			   "connect-timeout = 2000\n"
+			   "max-connections = 64\n"
+			   "max-connections-per-address = 9\n"
+			   "max-sessions = 8\n"
+			   "max-sessions-per-host = 2\n"
+			   "min-keepalive = 0\n"
+			   "discovery-timeout = 2000\n"
 			   "\n"
 			   "[export disk0]\n"
 			   "path = /dev/disk/by-id/x;y\n"
@@ -328,6 +348,12 @@ static void test_target_good(void)
 	is_int(c.threads, 4, "threads (inline comment stripped)");
 	is_int(c.max_queue_depth, 1024, "indented key is a key, not a continuation");
 	is_int(c.max_io_queues, 16, "key: value syntax");
+	is_int(c.max_connections, 64, "max-connections");
+	is_int(c.max_conns_per_addr, 9, "max-connections-per-address");
+	is_int(c.max_sessions, 8, "max-sessions");
+	is_int(c.max_sessions_per_host, 2, "max-sessions-per-host");
+	is_int(c.min_keepalive_ms, 0, "min-keepalive 0 allows none");
+	is_int(c.discovery_timeout_ms, 2000, "discovery-timeout");
 	is_int(c.max_transfer, 1 << 20, "max-transfer 1M");
 	is_int(c.incapsule, 16 * 1024, "incapsule 16k");
 	is_int(c.buffers, 1024, "buffers");
@@ -352,7 +378,7 @@ static void test_target_good(void)
 		is_str(e->allowed[0], "rdmablk:uuid:1", "allowed[0]");
 		is_str(e->allowed[2], "host3", "allowed[2] space separated");
 		is_str(e->allowed[3], "host4", "allowed[3] repeated key");
-		is_int(e->line, 22, "export header line");
+		is_int(e->line, 28, "export header line");
 	}
 	e = rb_target_conf_export(&c, "vol.b");
 	ok(e != NULL, "lookup vol.b (blanks in the header trimmed)");
@@ -360,6 +386,9 @@ static void test_target_good(void)
 		ok(!e->read_only && e->direct && !e->inline_writes && e->nr_allowed == 0,
 		   "export defaults");
 	ok(rb_target_conf_export(&c, "nope") == NULL, "lookup of a missing export");
+	rb_target_conf_free(&c);
+	is_int(load_target("[target]\nkeepalive-timeout = 5000\n", &c), 0, "keepalive-timeout only");
+	is_int(c.min_keepalive_ms, 5000, "the default min-keepalive yields to keepalive-timeout");
 	rb_target_conf_free(&c);
 	ok(c.exports == NULL && c.nr_exports == 0, "free resets");
 
