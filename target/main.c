@@ -20,6 +20,7 @@
 #include "checked.h"
 #include "listen_pause.h"
 #include "log.h"
+#include "log_limit.h"
 #include "target.h"
 
 #define RESCAN_NS 1000000000ull
@@ -209,7 +210,8 @@ static void reload(struct tgt_target *t, const char *config, bool keep_log_level
 	notify_ready(t);
 }
 
-/* Once a second: let each listener's transport notice removed devices. */
+/* Once a second: let each listener's transport notice removed devices, and
+ * sum up rate-limited log lines. */
 static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 {
 	uint64_t now = rb_clock_ns();
@@ -219,6 +221,8 @@ static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 	*next_ns = now + RESCAN_NS;
 	for (int i = 0; i < t->conf.nr_listen; i++)
 		ls[i].ops->rescan();
+	/* A flood of refusals that stopped still gets its summary line. */
+	rb_log_limits_flush();
 }
 
 /* Watch the listeners whose pause is over again; returns the longest the

@@ -102,6 +102,9 @@ for a in 127.0.0.11 127.0.0.12 127.0.0.13; do
 	n=$(grep -c "peer $a:[0-9]*: connection refused" "$T/target.log" || true)
 	[ "$n" -le 10 ] || fail "$n log lines for the refusals of $a (rate limit: 5 a window)"
 done
+# ... and summed up once the window is over, the flood or not.
+wait_until 60 grep -q "per-address connection limit: [0-9]* similar messages suppressed" \
+	"$T/target.log" || fail "no summary of the suppressed refusals"
 
 # min-keepalive = 0 lets a host have no keep-alive.
 port2=$(free_port)
