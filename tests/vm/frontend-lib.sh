@@ -135,6 +135,8 @@ fe_start_target() {
 		echo "[target]"
 		echo "listen = $FE_TRANSPORT://$FE_HOST:$FE_PORT"
 		echo "threads = 2"
+		# More [target] lines, newline separated ("min-keepalive = 0").
+		[ -z "${FE_TARGET_EXTRA:-}" ] || printf '%s\n' "$FE_TARGET_EXTRA"
 		echo "[export disk0]"
 		echo "path = $_path"
 		for _l in "$@"; do echo "$_l"; done

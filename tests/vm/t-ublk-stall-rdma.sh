@@ -15,7 +15,8 @@
 vm_requires fio dd timeout
 fe_setup
 truncate -s 32M disk.img
-fe_start_target "$PWD/disk.img"
+# Keep-alive off needs the target's consent (min-keepalive, issue 31).
+FE_TARGET_EXTRA="min-keepalive = 0" fe_start_target "$PWD/disk.img"
 fe_attach --queues 1 --queue-depth 8 --timeout 2000 --keepalive 0
 
 kill -STOP "$TGT_PID"
