@@ -61,6 +61,7 @@ struct rb_target_conf {
 	uint32_t buffers; /* I/O buffers per reactor; default 256 */
 	uint32_t keepalive_ms; /* max accepted KATO; default 120000 */
 	uint32_t transfer_timeout_ms; /* host must complete a transfer; default 15000 */
+	uint32_t pressure_timeout_ms; /* the same while others wait for buffers; default 3000 */
 	int log_level; /* enum rb_log_level */
 	struct rb_transport_opts topts;
 	int auth; /* RB_AUTH_OPTIONAL (default) or RB_AUTH_REQUIRED: every export */

@@ -145,6 +145,7 @@ static const struct key_desc target_keys[] = {
 	NUM(struct rb_target_conf, "buffers", buffers, K_U32, 1, 65536),
 	NUM(struct rb_target_conf, "keepalive-timeout", keepalive_ms, K_U32, 1000, 3600000),
 	NUM(struct rb_target_conf, "transfer-timeout", transfer_timeout_ms, K_U32, 1000, 3600000),
+	NUM(struct rb_target_conf, "pressure-timeout", pressure_timeout_ms, K_U32, 1000, 3600000),
 	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
 	TOPTS(struct rb_target_conf),
 	{ .name = "auth", .type = K_AUTH, .off = offsetof(struct rb_target_conf, auth) },
@@ -817,6 +818,7 @@ void rb_target_conf_init(struct rb_target_conf *c)
 	c->buffers = 256;
 	c->keepalive_ms = 120000;
 	c->transfer_timeout_ms = 15000;
+	c->pressure_timeout_ms = 3000;
 	c->auth_dhgroups = RB_AUTH_DHGROUPS_DEFAULT;
 	c->log_level = RB_LOG_INFO;
 	rb_transport_opts_init(&c->topts);

@@ -19,6 +19,7 @@
 
 #include "checked.h"
 #include "log.h"
+#include "log_limit.h"
 #include "target.h"
 #include "thread.h"
 #include "uring.h"
@@ -300,6 +301,8 @@ static void on_timer(struct tgt_reactor *r)
 	}
 	/* A device may also be found gone by a rescan, with no queue on it. */
 	release_lost_domains(r);
+	if (r->id == 0)
+		rb_log_limits_flush(); /* summaries of floods that stopped */
 }
 
 /*
@@ -311,7 +314,7 @@ static void on_timer(struct tgt_reactor *r)
  */
 static bool reactor_quiet(const struct tgt_reactor *r, bool stop_seen)
 {
-	if (stop_seen || !rb_fifo_empty(&r->pending_buf) || r->ack_overdue)
+	if (stop_seen || r->pool_waiting || r->ack_overdue)
 		return false;
 	for (const struct tgt_queue *q = r->queues; q; q = q->next)
 		if (!rb_fifo_empty(&q->parked) || q->disconnect_requested)
@@ -465,6 +468,7 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 		       c->max_transfer, strerror(-ret));
 		return ret;
 	}
+	tgt_pool_init(r);
 	/* incapsule = 0: no queue takes one, but the ring and every domain
 	 * register this pool, and an empty one cannot be registered. */
 	if (!incap_size) {
