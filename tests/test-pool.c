@@ -44,6 +44,27 @@ static struct tgt_req *reqs(struct tgt_queue *q, int n)
 	return v;
 }
 
+/* Queue q goes: its requests' buffers back, its waiters dropped. */
+static void drop(struct tgt_queue *q, struct tgt_req *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i].buf)
+			tgt_pool_release(&v[i]);
+	tgt_pool_leave(q);
+	free(v);
+	free(q);
+}
+
+/* Everything back: no users, every buffer free, no groups. */
+static void check_empty(void)
+{
+	is_int(r.pool_users, 0, "no users left");
+	is_int(r.pool_waiting, 0, "no waiters left");
+	is_int(r.pool.nfree, r.pool.count, "every buffer back");
+	ok(r.grps == NULL && !r.wait_head[0] && !r.wait_head[1], "groups freed, rings empty");
+	rb_bufpool_fini(&r.pool);
+}
+
 /* Take for n requests of v; how many got a buffer at once. */
 static int take_n(struct tgt_req *v, int n)
 {
@@ -113,34 +134,15 @@ static void test_hoarder(void)
 	ok(g && g->q->grp == a1->grp, "no one else waits: the hoarder again (work conserving)");
 	is_int(r.pool_users, 2, "two groups hold or wait");
 
-	/* Tear down: a1's queue leaves with its waiters and buffers. */
-	for (int i = 0; i < 128; i++)
-		if (va[i].buf)
-			tgt_pool_release(&va[i]);
-	tgt_pool_leave(a1);
-	for (int i = 0; i < 128; i++)
-		if (va2[i].buf)
-			tgt_pool_release(&va2[i]);
+	/* Tear down: a2's waiters dropped first (as a failed queue's are). */
 	tgt_pool_drop_waiters(a2);
 	tgt_pool_drop_waiters(a2); /* twice: a no-op */
-	is_int(r.pool_waiting, 0, "no waiters left");
-	tgt_pool_leave(a2);
-	tgt_pool_release(&vb[0]);
-	tgt_pool_release(&vb[1]);
-	tgt_pool_leave(b1);
-	tgt_pool_leave(adm);
-	is_int(r.pool_users, 0, "no users left");
-	is_int(r.pool.nfree, 32, "every buffer back");
-	ok(r.grps == NULL && !r.wait_head[0] && !r.wait_head[1], "groups freed, rings empty");
-	free(va);
-	free(va2);
-	free(vb);
-	free(vadm);
-	free(a1);
-	free(a2);
-	free(b1);
-	free(adm);
-	rb_bufpool_fini(&r.pool);
+	is_int(a2->grp->waiting, 96, "a1's waiters stay (one of its 97 was served)");
+	drop(a1, va, 128);
+	drop(a2, va2, 128);
+	drop(b1, vb, 2);
+	drop(adm, vadm, 1);
+	check_empty();
 }
 
 /* Waiters are served round robin over groups, and over a group's queues. */
@@ -179,7 +181,10 @@ static void test_round_robin(void)
 	}
 	is_str(gotq, want_q, "a group's queues take turns");
 	ok(v[0][2].buf && v[0][3].buf && v[0][4].buf, "in arrival order");
-	rb_bufpool_fini(&r.pool);
+	drop(q0b, vb, 2);
+	for (int i = 0; i < 4; i++)
+		drop(q[i], v[i], 62);
+	check_empty();
 }
 
 /* Shares: with others waiting, a group at its share waits; a slow queue
@@ -217,7 +222,10 @@ static void test_share_and_slow(void)
 	g = tgt_pool_grant(&r);
 	ok(g == &va[11], "slow a, alone waiting, still gets a buffer");
 	ok(tgt_pool_grant(&r) == &va[12], "and the next");
-	rb_bufpool_fini(&r.pool);
+	drop(a, va, 40);
+	drop(b, vb, 40);
+	drop(c, vc, 40);
+	check_empty();
 }
 
 int main(void)
