@@ -61,6 +61,7 @@ struct rb_target_conf {
 	uint32_t buffers; /* I/O buffers per reactor; default 256 */
 	uint32_t keepalive_ms; /* max accepted KATO; default 120000 */
 	uint32_t transfer_timeout_ms; /* host must complete a transfer; default 15000 */
+	uint32_t pressure_timeout_ms; /* the same while others wait for buffers; default 3000 */
 	/* Limits (issue 31): what one peer may hold, refused with a reason. */
 	uint32_t max_connections; /* queues (admin + I/O) at once; default 1024 */
 	uint32_t max_conns_per_addr; /* queues from one peer address; default 256 */

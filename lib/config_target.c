@@ -22,6 +22,7 @@ const struct key_desc rb_conf_target_keys[] = {
 	NUM(struct rb_target_conf, "buffers", buffers, K_U32, 1, 65536),
 	NUM(struct rb_target_conf, "keepalive-timeout", keepalive_ms, K_U32, 1000, 3600000),
 	NUM(struct rb_target_conf, "transfer-timeout", transfer_timeout_ms, K_U32, 1000, 3600000),
+	NUM(struct rb_target_conf, "pressure-timeout", pressure_timeout_ms, K_U32, 1000, 3600000),
 	NUM(struct rb_target_conf, "max-connections", max_connections, K_U32, 1,
 	    RB_MAX_CONNECTIONS),
 	NUM(struct rb_target_conf, "max-connections-per-address", max_conns_per_addr, K_U32, 1,
@@ -73,6 +74,7 @@ void rb_target_conf_init(struct rb_target_conf *c)
 	c->buffers = 256;
 	c->keepalive_ms = 120000;
 	c->transfer_timeout_ms = 15000;
+	c->pressure_timeout_ms = 3000;
 	c->max_connections = 1024;
 	c->max_conns_per_addr = 256;
 	c->max_sessions = 256;

@@ -543,6 +543,13 @@ void tgt_admin_check_keepalive(struct tgt_queue *q, uint64_t now_ns)
 	}
 	if (q->session && !q->session->export && discovery_over(q, now_ns))
 		return;
+	/* A command in progress (waiting for a buffer, say) is the target's
+	 * to finish, bounded by transfer-timeout where the host's part is
+	 * late: the host is not idle, and its time starts with the answer. */
+	if (q->nr_active) {
+		q->last_cmd_ns = now_ns;
+		return;
+	}
 	/* Before CONNECT: a host gets 10 s to identify itself. */
 	limit = q->session ? (uint64_t)q->session->kato_ms * 1000000ull : 10000000000ull;
 	if (limit && now_ns - q->last_cmd_ns > limit) {

@@ -106,6 +106,7 @@ static void queue_free_mem(struct tgt_queue *q)
 	if (q->recvs && q->incap_aux)
 		for (uint16_t i = 0; i < q->depth; i++)
 			q->recvs[i].incap = NULL; /* slices of aux, not the pool's */
+	tgt_pool_leave(q);
 	rb_auth_tgt_free(q->tauth);
 	q->tauth = NULL;
 	if (q->rsp_mr)
@@ -259,7 +260,9 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	q->last_cmd_ns = q->last_work_ns = q->created_ns = rb_clock_ns();
 	memcpy(q->peer, peer, sizeof(q->peer));
 	q->cx = cx;
-	ret = queue_alloc(q);
+	ret = tgt_pool_join(q);
+	if (!ret)
+		ret = queue_alloc(q);
 	if (ret)
 		goto out_reject;
 	/* Post a receive for every credit before accepting: RNR cannot happen. */
@@ -320,6 +323,7 @@ void tgt_queue_fail(struct tgt_queue *q, const char *why)
 	q->dead = true;
 	/* Parked commands are dropped unanswered, like those in flight. */
 	memset(&q->parked, 0, sizeof(q->parked));
+	tgt_pool_drop_waiters(q);
 	rb_info("%s peer %s: queue %u (qp %u) closing: %s", q->cx->ops->name, q->peer, q->qid,
 		q->qpn, why);
 	/* Admin queue loss ends the session (NVMe-oF controller semantics). */
@@ -358,16 +362,17 @@ void tgt_queue_maybe_destroy(struct tgt_queue *q)
 		return;
 	unlink_queue(q);
 	/* Requests waiting for a pool buffer or SQ space are not in flight:
-	 * drop them from the reactor's pending lists before freeing. */
-	drop_pending(&q->r->pending_buf, q);
+	 * drop them from the pending lists before freeing. */
+	tgt_pool_drop_waiters(q);
 	drop_pending(&q->r->pending_exec, q);
 	for (uint32_t i = 0; i < q->nr_reqs; i++) {
 		struct tgt_req *req = &q->reqs[i];
 
 		if (req->buf && req->buf_from_pool)
-			rb_bufpool_put(&q->r->pool, req->buf);
+			tgt_pool_release(req);
 		req->buf = NULL;
 	}
+	tgt_pool_leave(q); /* before its session may go */
 	tgt_admin_release_replacing(q);
 	if (q->session) {
 		if (q->qid)
@@ -389,47 +394,71 @@ static bool queue_idle(const struct tgt_queue *q)
 	return true;
 }
 
+/* A timeout in 1 s ticks, rounded up; after the nudge at 2 (an honest host
+ * acks then) even with the smallest timeout. */
+static uint64_t timeout_ticks(uint32_t ms)
+{
+	uint64_t t = (ms + 999ull) / 1000;
+
+	return (t < 2 ? 2 : t) + 1;
+}
+
 /*
  * A host that stops reading, or withholds the acknowledgements of the tcp
- * transport (or never reposts receives over rdma with rnr-retry 7), would
- * keep the pool buffers of its requests forever, and the reactor's other
- * hosts would wait for buffers behind it.  Over rdma a live host cannot
- * hold back acknowledgements, and the retry counters end a dead one; this
- * is the same bound for every transport.
+ * transport (or never reposts receives over rdma with rnr-retry 7), or
+ * never lets its write data be fetched, would keep the pool buffers of its
+ * requests forever, and the reactor's other hosts would wait for buffers
+ * behind it.  Over rdma a live host cannot hold back acknowledgements, and
+ * the retry counters end a dead one; this is the same bound for every
+ * transport.  While others wait for buffers (pool.c), a buffer waits for
+ * its host only pressure-timeout: an honest host answers a fetch and acks
+ * a response in milliseconds, and is asked for its acks at once then.
  */
 bool tgt_queue_check_transfers(struct tgt_queue *q)
 {
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("transfer timeout", RB_LOG_WARN);
+	const struct rb_target_conf *c = &q->r->t->conf;
 	const struct tgt_reactor *r = q->r;
-	/* In 1 s ticks, rounded up; after the nudge at 2 (an honest host
-	 * acks then) even with the smallest timeout. */
-	uint64_t limit = (r->t->conf.transfer_timeout_ms + 999) / 1000;
-	bool overdue = false;
-
-	limit = (limit < 2 ? 2 : limit) + 1;
+	uint64_t limit = timeout_ticks(c->transfer_timeout_ms), plimit = limit;
+	bool overdue = false, slow = false, pressure;
 
 	if (q->dead)
 		return false;
+	pressure = tgt_pool_pressure(q);
+	if (pressure && c->pressure_timeout_ms < c->transfer_timeout_ms)
+		plimit = timeout_ticks(c->pressure_timeout_ms);
 	for (uint32_t i = 0; i < q->nr_reqs; i++) {
 		const struct tgt_req *req = &q->reqs[i];
 		uint64_t age = r->tick - req->posted_tick;
+		bool held = req->buf && req->buf_from_pool;
 
 		if (!req->wr_pending ||
 		    (req->state != REQ_TRANSFER_FROM_HOST && req->state != REQ_COMPLETING))
 			continue;
-		if (age >= limit) {
-			rb_warn("queue %u (peer %s, qp %u): %s cid %u: the host did not complete "
-				"the %s within transfer-timeout (%u ms); closing the queue to free "
-				"its buffers",
-				q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
-				rb_from_le16(req->cmd.cid),
-				req->state == REQ_COMPLETING ? "response" : "data transfer",
-				r->t->conf.transfer_timeout_ms);
-			tgt_queue_fail(q, "transfer timeout");
+		if (age >= (held ? plimit : limit)) {
+			bool by_pressure = held && plimit < limit;
+
+			rb_log_limited(&lim, q->peer, RB_LOG_WARN,
+				       "queue %u (peer %s, qp %u): %s cid %u: the host did not "
+				       "complete the %s within %s (%u ms)%s; closing the queue to "
+				       "free its %u buffers",
+				       q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
+				       rb_from_le16(req->cmd.cid),
+				       req->state == REQ_COMPLETING ? "response" : "data transfer",
+				       by_pressure ? "pressure-timeout" : "transfer-timeout",
+				       by_pressure ? c->pressure_timeout_ms :
+						     c->transfer_timeout_ms,
+				       by_pressure ? " while other hosts wait for buffers" : "",
+				       q->pool_held);
+			tgt_queue_fail(q, by_pressure ? "pressure timeout" : "transfer timeout");
 			return false;
 		}
-		if (age >= 2)
+		if (age >= 2) {
 			overdue = true;
+			slow = slow || held;
+		}
 	}
+	q->pool_slow = slow;
 	return overdue;
 }
 

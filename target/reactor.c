@@ -319,7 +319,7 @@ static void on_timer(struct tgt_reactor *r)
  */
 static bool reactor_quiet(const struct tgt_reactor *r, bool stop_seen)
 {
-	if (stop_seen || !rb_fifo_empty(&r->pending_buf) || r->ack_overdue)
+	if (stop_seen || r->pool_waiting || r->ack_overdue)
 		return false;
 	for (const struct tgt_queue *q = r->queues; q; q = q->next)
 		if (!rb_fifo_empty(&q->parked) || q->disconnect_requested)
@@ -473,6 +473,7 @@ int tgt_reactor_start(struct tgt_reactor *r, struct tgt_target *t, int id)
 		       c->max_transfer, strerror(-ret));
 		return ret;
 	}
+	tgt_pool_init(r);
 	/* incapsule = 0: no queue takes one, but the ring and every domain
 	 * register this pool, and an empty one cannot be registered. */
 	if (!incap_size) {

@@ -3,8 +3,9 @@
  * A command's path through the target, from the receive slot it arrives in
  * to its answer: the state machine of enum tgt_req_state, driven by
  * receive, transfer and io_uring completions.  Resource shortages park a
- * request on one pending queue per resource (data buffers and SQ space per
- * reactor, RDMA READ slots per queue); a command that finds no free request
+ * request on one pending queue per resource (data buffers: its queue's line
+ * in the fair order of pool.c; SQ space per reactor; RDMA READ slots per
+ * queue); a command that finds no free request
  * parks its receive slot on the queue.  Admin commands execute in admin.c.
  */
 #include "config.h"
@@ -38,7 +39,7 @@ static void req_free(struct tgt_req *req)
 
 	assert(req->wr_pending == 0);
 	if (req->buf && req->buf_from_pool)
-		rb_bufpool_put(&q->r->pool, req->buf);
+		tgt_pool_release(req);
 	req->buf = NULL;
 	req->buf_from_pool = false;
 	req_release_recv(req);
@@ -529,8 +530,6 @@ static void post_read_from_host(struct tgt_req *req)
 /* Advance a request as far as its resources allow. */
 static void req_process(struct tgt_req *req)
 {
-	struct tgt_queue *q = req->q;
-	struct tgt_reactor *r = q->r;
 	const struct rb_capsule *c = &req->cmd;
 
 	switch (req->state) {
@@ -543,12 +542,9 @@ static void req_process(struct tgt_req *req)
 		req->state = REQ_NEED_BUFFER;
 		/* fall through */
 	case REQ_NEED_BUFFER:
-		req->buf = rb_bufpool_get(&r->pool);
-		if (!req->buf) {
-			rb_fifo_push(&r->pending_buf, req);
+		/* Given one by tgt_pool_grant, or take one now or wait in line. */
+		if (!req->buf && !tgt_pool_take(req))
 			return;
-		}
-		req->buf_from_pool = true;
 		/* Keyed WRITE and admin commands with host data: fetch it first. */
 		if (c->opcode == RB_OP_WRITE || c->opcode == RB_OP_CONNECT ||
 		    c->opcode == RB_OP_AUTH) {
@@ -573,10 +569,8 @@ void tgt_req_kick_pending(struct tgt_reactor *r)
 {
 	struct tgt_req *req;
 
-	while (!rb_fifo_empty(&r->pending_buf) && r->pool.nfree) {
-		req = rb_fifo_pop(&r->pending_buf);
+	while ((req = tgt_pool_grant(r)))
 		req_process(req);
-	}
 	while (!rb_fifo_empty(&r->pending_exec) && io_uring_sq_space_left(&r->ring)) {
 		req = rb_fifo_pop(&r->pending_exec);
 		req_process(req);

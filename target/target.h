@@ -163,7 +163,7 @@ struct tgt_session *tgt_session_take_predecessor(uint64_t id, const char *hostid
 enum tgt_req_state {
 	REQ_FREE, /* on the queue's free list */
 	REQ_NEW, /* capsule copied in, not yet validated */
-	REQ_NEED_BUFFER, /* waiting on reactor->pending_buf for a data buffer */
+	REQ_NEED_BUFFER, /* waiting on queue->pool_wait for a data buffer (pool.c) */
 	REQ_NEED_READ_SLOT, /* waiting on queue->pending_read (max_rd_atomic) */
 	REQ_TRANSFER_FROM_HOST, /* RDMA READ of write data (or CONNECT params) posted */
 	REQ_READY_TO_EXECUTE, /* data local; waiting on reactor->pending_exec for SQ space */
@@ -211,6 +211,24 @@ struct tgt_req {
 		uint64_t done; /* TGT_ZM_WRITE: bytes written */
 	} z;
 	struct tgt_req *next; /* free list / pending queues */
+};
+
+/*
+ * Who shares a reactor's data buffers fairly (pool.c): the I/O queues of one
+ * session on this reactor, or one admin queue.  Holding and waiting are
+ * counted per queue and per group; waiters are served round robin over the
+ * groups, and over a group's queues.
+ */
+struct tgt_pool_grp {
+	struct tgt_session *s; /* NULL: an admin queue's own (tgt_queue.own_grp) */
+	bool admin; /* served first, may take the reserve */
+	bool in_ring; /* on the reactor's ring of groups with waiters */
+	uint32_t held; /* pool buffers its requests hold */
+	uint32_t waiting; /* its requests waiting for one */
+	uint32_t refs; /* queues in it */
+	struct tgt_queue *wq_head, *wq_tail; /* its queues with waiters */
+	struct tgt_pool_grp *wnext; /* reactor's ring */
+	struct tgt_pool_grp *next; /* reactor's list of session groups */
 };
 
 /* Per reactor and transport domain: CQ plus the pools' registrations.
@@ -266,6 +284,17 @@ struct tgt_queue {
 	struct tgt_req *reqs;
 	struct tgt_req *free_reqs;
 	struct tgt_req_fifo pending_read;
+	/* Pool accounting (pool.c): the group it shares with, buffers held,
+	 * requests waiting for one (in arrival order). */
+	struct tgt_pool_grp *grp;
+	struct tgt_pool_grp own_grp; /* admin queues' group */
+	uint32_t pool_held;
+	struct tgt_req_fifo pool_wait;
+	bool in_grp_ring;
+	struct tgt_queue *wnext; /* its group's ring of queues with waiters */
+	/* A transfer or response holding a buffer is over a tick old: no
+	 * further buffers while others wait (set by the transfer check). */
+	bool pool_slow;
 	/* Commands that found every request still awaiting its SEND completion. */
 	struct tgt_recv_fifo parked;
 	struct rb_capsule *capsules; /* depth slots */
@@ -304,7 +333,14 @@ struct tgt_reactor {
 	bool queue_gone; /* a queue was destroyed this round */
 	bool trim_pending; /* a queue was destroyed this tick: malloc_trim */
 	unsigned int nr_replacing; /* admin queues with a CONNECT waiting */
-	struct tgt_req_fifo pending_buf;
+	/* Fair shares of pool (pool.c): buffers only admin commands take,
+	 * requests waiting, groups holding or waiting; rings of groups with
+	 * waiters ([0] admin, served first; [1] I/O); session groups. */
+	uint32_t pool_reserve;
+	uint32_t pool_waiting;
+	uint32_t pool_users;
+	struct tgt_pool_grp *wait_head[2], *wait_tail[2];
+	struct tgt_pool_grp *grps;
 	struct tgt_req_fifo pending_exec;
 	pthread_mutex_t inbox_lock;
 	struct tgt_conn_msg *inbox;
@@ -405,6 +441,27 @@ void tgt_queue_drain(struct tgt_reactor *r, bool force);
 bool tgt_queue_check_transfers(struct tgt_queue *q);
 /* Once a tick: close an I/O queue whose QUEUE_AUTH is overdue (may free q). */
 void tgt_queue_check_auth(struct tgt_queue *q, uint64_t now_ns);
+
+/* pool.c: fair shares of the reactor's data buffers. */
+void tgt_pool_init(struct tgt_reactor *r);
+/* A new queue joins its group (its session's on this reactor, or its own):
+ * 0 or -ENOMEM. */
+int tgt_pool_join(struct tgt_queue *q);
+/* The queue is gone: its waiters leave, then it leaves its group (its
+ * buffers must have been released). */
+void tgt_pool_leave(struct tgt_queue *q);
+/* Its waiting requests are dropped (a dead queue's are never answered). */
+void tgt_pool_drop_waiters(struct tgt_queue *q);
+/* A buffer for req now (true), or req waits in its queue's line (false). */
+bool tgt_pool_take(struct tgt_req *req);
+void tgt_pool_release(struct tgt_req *req);
+/* The next waiting request that may have a buffer, given one; NULL: none. */
+struct tgt_req *tgt_pool_grant(struct tgt_reactor *r);
+/* Others than q's group wait for a buffer. */
+static inline bool tgt_pool_pressure(const struct tgt_queue *q)
+{
+	return q->r->pool_waiting > q->grp->waiting;
+}
 
 /* request.c */
 /* Post receive slot rv; its completion starts a command. */

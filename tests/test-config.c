@@ -150,6 +150,8 @@ static void test_target_bad(void)
 		   "3: min-keepalive (6000 ms) exceeds keepalive-timeout (5000 ms)");
 	bad_target("[target]\ntransfer-timeout = 0\n",
 		   "2: transfer-timeout '0': out of range (1000..3600000)");
+	bad_target("[target]\npressure-timeout = 999\n",
+		   "2: pressure-timeout '999': out of range (1000..3600000)");
 	bad_target("[target]\nmax-transfer = 6000\n",
 		   "2: max-transfer '6000': not a multiple of 4096");
 	bad_target("[target]\nmax-transfer = 2K\n", "2: max-transfer '2K': out of range (4K..16M)");
@@ -287,6 +289,7 @@ static void test_target_good(void)
 	is_int(c.buffers, 256, "default buffers");
 	is_int(c.keepalive_ms, 120000, "default keepalive");
 	is_int(c.transfer_timeout_ms, 15000, "default transfer timeout");
+	is_int(c.pressure_timeout_ms, 3000, "default pressure timeout");
 	is_int(c.log_level, RB_LOG_INFO, "default log level");
 	is_int(c.topts.tos, d.topts.tos, "default tos");
 	is_int(c.topts.busy_poll, 0, "default busy-poll");
@@ -313,6 +316,7 @@ static void test_target_good(void)
 			   "buffers = 1024\n"
 			   "keepalive-timeout = 5000\n"
 			   "transfer-timeout = 4000\n"
+			   "pressure-timeout = 2000\n"
 			   "log-level = debug\n"
 			   "busy-poll = on\n"
 			   "poll-us = 75\n"
@@ -359,6 +363,7 @@ static void test_target_good(void)
 	is_int(c.buffers, 1024, "buffers");
 	is_int(c.keepalive_ms, 5000, "keepalive");
 	is_int(c.transfer_timeout_ms, 4000, "transfer timeout");
+	is_int(c.pressure_timeout_ms, 2000, "pressure timeout");
 	is_int(c.log_level, RB_LOG_DEBUG, "log level");
 	is_int(c.topts.busy_poll, 1, "busy-poll");
 	is_int(c.topts.poll_us, 75, "poll-us");
@@ -378,7 +383,7 @@ static void test_target_good(void)
 		is_str(e->allowed[0], "rdmablk:uuid:1", "allowed[0]");
 		is_str(e->allowed[2], "host3", "allowed[2] space separated");
 		is_str(e->allowed[3], "host4", "allowed[3] repeated key");
-		is_int(e->line, 28, "export header line");
+		is_int(e->line, 29, "export header line");
 	}
 	e = rb_target_conf_export(&c, "vol.b");
 	ok(e != NULL, "lookup vol.b (blanks in the header trimmed)");
