@@ -269,6 +269,9 @@ static const char *connect_reason(uint16_t status)
 	case RB_S_HOST_SESSION_LIMIT:
 		return "this host id has as many sessions on the target as it allows "
 		       "(max-sessions-per-host)";
+	case RB_S_ADDR_SESSION_LIMIT:
+		return "this address has as many sessions on the target as it allows "
+		       "(max-sessions-per-address)";
 	}
 	return "refused";
 }

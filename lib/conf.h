@@ -67,6 +67,7 @@ struct rb_target_conf {
 	uint32_t max_conns_per_addr; /* queues from one peer address; default 256 */
 	uint32_t max_sessions; /* sessions incl. discovery; default 256 */
 	uint32_t max_sessions_per_host; /* per host id; default 32 */
+	uint32_t max_sessions_per_addr; /* per peer address; default 64 */
 	uint32_t min_keepalive_ms; /* least KATO granted; 0 allows none; default 10000 */
 	uint32_t discovery_timeout_ms; /* idle discovery session ends; default 5000 */
 	int log_level; /* enum rb_log_level */

@@ -30,6 +30,8 @@ const struct key_desc rb_conf_target_keys[] = {
 	NUM(struct rb_target_conf, "max-sessions", max_sessions, K_U32, 1, RB_MAX_CONNECTIONS),
 	NUM(struct rb_target_conf, "max-sessions-per-host", max_sessions_per_host, K_U32, 1,
 	    RB_MAX_CONNECTIONS),
+	NUM(struct rb_target_conf, "max-sessions-per-address", max_sessions_per_addr, K_U32, 1,
+	    RB_MAX_CONNECTIONS),
 	NUM(struct rb_target_conf, "min-keepalive", min_keepalive_ms, K_U32, 0, 3600000),
 	NUM(struct rb_target_conf, "discovery-timeout", discovery_timeout_ms, K_U32, 1000, 600000),
 	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
@@ -79,6 +81,7 @@ void rb_target_conf_init(struct rb_target_conf *c)
 	c->max_conns_per_addr = 256;
 	c->max_sessions = 256;
 	c->max_sessions_per_host = 32;
+	c->max_sessions_per_addr = 64;
 	c->min_keepalive_ms = 10000;
 	c->discovery_timeout_ms = 5000;
 	c->auth_dhgroups = RB_AUTH_DHGROUPS_DEFAULT;

@@ -59,6 +59,7 @@ static const char *const status_names[RB_S_MAX] = {
 	[RB_S_AUTH_BIDI_UNAVAILABLE] = "AUTH_BIDI_UNAVAILABLE",
 	[RB_S_SESSION_LIMIT] = "SESSION_LIMIT",
 	[RB_S_HOST_SESSION_LIMIT] = "HOST_SESSION_LIMIT",
+	[RB_S_ADDR_SESSION_LIMIT] = "ADDR_SESSION_LIMIT",
 };
 
 const char *rb_status_name(unsigned int status)
@@ -167,7 +168,8 @@ int rb_status_errno(unsigned int status)
 	case RB_S_ACCESS_DENIED: return EACCES;
 	case RB_S_BUSY:
 	case RB_S_SESSION_LIMIT:
-	case RB_S_HOST_SESSION_LIMIT: return EAGAIN;
+	case RB_S_HOST_SESSION_LIMIT:
+	case RB_S_ADDR_SESSION_LIMIT: return EAGAIN;
 	case RB_S_PREDECESSOR_BUSY: return EBUSY;
 	case RB_S_ABORTED: return ESHUTDOWN;
 	case RB_S_AUTH_REQUIRED:

@@ -84,6 +84,7 @@ enum rb_status {
 	RB_S_AUTH_BIDI_UNAVAILABLE = 23, /* host asked for a target proof; no target secret */
 	RB_S_SESSION_LIMIT = 24, /* the target has max-sessions sessions */
 	RB_S_HOST_SESSION_LIMIT = 25, /* this host id has max-sessions-per-host sessions */
+	RB_S_ADDR_SESSION_LIMIT = 26, /* this address has max-sessions-per-address sessions */
 	RB_S_MAX
 };
 

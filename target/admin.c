@@ -146,7 +146,6 @@ static int auth_start(struct tgt_req *req, struct tgt_session *s,
 	};
 	int ret;
 
-	s->auth_required = true;
 	q->auth_replaces = rb_from_le64(cr->replaces);
 	ret = rb_auth_tgt_new(&p, &q->tauth);
 	if (ret) {
@@ -169,18 +168,28 @@ static void connect_finish(struct tgt_req *req, struct tgt_export *e, bool need_
 	struct rb_connect_rsp *rsp = (void *)((char *)req->buf + RB_CONNECT_RSP_OFFSET);
 	char hb[RB_LOG_ESCAPE_MAX], eb[RB_LOG_ESCAPE_MAX];
 	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("session limit", RB_LOG_WARN);
+	struct tgt_session_req sr = { .hostid = cr->hostid, .auth_required = need_auth };
 	struct tgt_session *s;
+	char addr[TGT_ADDR_MAX];
 	uint16_t nq, depth, st;
 	uint32_t kato;
 
 	connect_grant(t, cr, &nq, &depth, &kato);
+	tgt_peer_addr(q->peer, addr, sizeof(addr));
+	sr.addr = addr;
+	sr.nr_io_queues = e ? nq : 0;
+	sr.queue_depth = depth;
+	sr.kato_ms = kato;
 	/* The session takes over the export reference. */
-	s = tgt_session_create(&t->conf, e, cr->hostid, e ? nq : 0, depth, kato, &st);
+	s = tgt_session_create(&t->conf, e, &sr, &st);
 	if (!s) {
-		char addr[TGT_ADDR_MAX];
-
-		tgt_peer_addr(q->peer, addr, sizeof(addr));
-		if (st == RB_S_SESSION_LIMIT)
+		if (st == RB_S_ADDR_SESSION_LIMIT)
+			rb_log_limited(&lim, addr, RB_LOG_WARN,
+				       "peer %s host %s: CONNECT refused: address %s has "
+				       "max-sessions-per-address = %u sessions",
+				       q->peer, TGT_ESC(hb, cr->hostid), addr,
+				       t->conf.max_sessions_per_addr);
+		else if (st == RB_S_SESSION_LIMIT)
 			rb_log_limited(&lim, addr, RB_LOG_WARN,
 				       "peer %s host %s: CONNECT refused: the target has "
 				       "max-sessions = %u sessions",
@@ -365,8 +374,23 @@ static void admin_auth(struct tgt_req *req)
 	}
 	rb_auth_tgt_free(q->tauth);
 	q->tauth = NULL;
-	tgt_session_authenticated(s, &sk);
+	st = tgt_session_authenticated(&q->r->t->conf, s, &sk, q->auth_replaces);
 	rb_auth_skey_clear(&sk);
+	if (st != RB_S_SUCCESS) {
+		/* Proven, but the host has its share of sessions: no failure of
+		 * authentication (not counted as one), a refusal. */
+		static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("session limit", RB_LOG_WARN);
+		char addr[TGT_ADDR_MAX], hb[RB_LOG_ESCAPE_MAX];
+
+		tgt_peer_addr(q->peer, addr, sizeof(addr));
+		rb_log_limited(&lim, addr, RB_LOG_WARN,
+			       "peer %s host %s: authenticated, but refused: the host has "
+			       "max-sessions-per-host = %u sessions",
+			       q->peer, TGT_ESC(hb, s->hostid), q->r->t->conf.max_sessions_per_host);
+		req->close_after = true;
+		tgt_req_complete(req, st, 0);
+		return;
+	}
 	old = q->auth_replaces && s->export ?
 		      tgt_session_take_predecessor(q->auth_replaces, s->hostid,
 						   s->export->conf.name, true) :

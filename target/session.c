@@ -37,30 +37,53 @@ static struct tgt_session *find_locked(uint64_t id)
 	return s;
 }
 
-/* Under sessions_lock: RB_S_SUCCESS, or the limit a new session of hostid
- * would break.  Sessions ending (dead: a reconnect's predecessor, a lost
- * admin queue) do not count. */
-static uint16_t check_limits_locked(const struct rb_target_conf *c, const char *hostid)
+/* A session that counts against its host id's limit: one whose id needs
+ * no proof, or was proven. */
+static bool host_counts(const struct tgt_session *s)
 {
-	uint32_t all = 0, host = 0;
+	return !s->auth_required || s->authed;
+}
+
+/* Under sessions_lock: the sessions besides n (in all, from n's address,
+ * counting against n's host id).  Sessions ending (dead: a reconnect's
+ * predecessor, a lost admin queue) do not count, nor does the one n
+ * replaces towards its host. */
+struct counts {
+	uint32_t all, addr, host;
+};
+
+static struct counts count_locked(const struct tgt_session *n, uint64_t replaces)
+{
+	struct counts k = { 0, 0, 0 };
 
 	for (const struct tgt_session *s = sessions; s; s = s->next) {
-		if (atomic_load(&s->dead))
+		if (s == n || atomic_load(&s->dead))
 			continue;
-		all++;
-		if (strcmp(s->hostid, hostid) == 0)
-			host++;
+		k.all++;
+		if (strcmp(s->addr, n->addr) == 0)
+			k.addr++;
+		if (s->id != replaces && host_counts(s) && strcmp(s->hostid, n->hostid) == 0)
+			k.host++;
 	}
-	if (all >= c->max_sessions)
+	return k;
+}
+
+/* Under sessions_lock: RB_S_SUCCESS, or the limit a new session n breaks. */
+static uint16_t check_limits_locked(const struct rb_target_conf *c, const struct tgt_session *n)
+{
+	struct counts k = count_locked(n, 0);
+
+	if (k.all >= c->max_sessions)
 		return RB_S_SESSION_LIMIT;
-	if (host >= c->max_sessions_per_host)
+	if (k.addr >= c->max_sessions_per_addr)
+		return RB_S_ADDR_SESSION_LIMIT;
+	if (host_counts(n) && k.host >= c->max_sessions_per_host)
 		return RB_S_HOST_SESSION_LIMIT;
 	return RB_S_SUCCESS;
 }
 
 struct tgt_session *tgt_session_create(const struct rb_target_conf *c, struct tgt_export *e,
-				       const char *hostid, uint16_t nq, uint16_t depth,
-				       uint32_t kato_ms, uint16_t *status)
+				       const struct tgt_session_req *r, uint16_t *status)
 {
 	struct tgt_session *s = calloc(1, sizeof(*s));
 
@@ -69,13 +92,15 @@ struct tgt_session *tgt_session_create(const struct rb_target_conf *c, struct tg
 		return NULL;
 	s->id = new_session_id();
 	s->export = e;
-	snprintf(s->hostid, sizeof(s->hostid), "%s", hostid);
-	s->nr_io_queues = nq;
-	s->queue_depth = depth;
-	s->kato_ms = kato_ms;
+	snprintf(s->hostid, sizeof(s->hostid), "%s", r->hostid);
+	snprintf(s->addr, sizeof(s->addr), "%s", r->addr);
+	s->auth_required = r->auth_required;
+	s->nr_io_queues = r->nr_io_queues;
+	s->queue_depth = r->queue_depth;
+	s->kato_ms = r->kato_ms;
 	atomic_init(&s->refs, 1); /* the admin queue's */
 	pthread_mutex_lock(&sessions_lock);
-	*status = check_limits_locked(c, s->hostid);
+	*status = check_limits_locked(c, s);
 	if (*status == RB_S_SUCCESS) {
 		s->next = sessions;
 		sessions = s;
@@ -117,12 +142,21 @@ void tgt_session_unbind(struct tgt_session *s, uint16_t qid)
 	pthread_mutex_unlock(&sessions_lock);
 }
 
-void tgt_session_authenticated(struct tgt_session *s, const struct rb_auth_skey *sk)
+uint16_t tgt_session_authenticated(const struct rb_target_conf *c, struct tgt_session *s,
+				   const struct rb_auth_skey *sk, uint64_t replaces)
 {
+	uint16_t st = RB_S_SUCCESS;
+
 	pthread_mutex_lock(&sessions_lock);
-	s->skey = *sk;
-	s->authed = true;
+	/* Only the host's own limit is new here; the others held at CONNECT. */
+	if (count_locked(s, replaces).host >= c->max_sessions_per_host) {
+		st = RB_S_HOST_SESSION_LIMIT;
+	} else {
+		s->skey = *sk;
+		s->authed = true;
+	}
 	pthread_mutex_unlock(&sessions_lock);
+	return st;
 }
 
 void tgt_session_kill(struct tgt_session *s)

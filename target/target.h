@@ -120,11 +120,15 @@ extern const struct tgt_backend tgt_backend_blockdev;
 /* Whether the reactor writes this itself (the backend's write_now). */
 bool tgt_io_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len, bool fua);
 
+/* A peer's address without its port (limits.c: tgt_peer_addr). */
+#define TGT_ADDR_MAX 64
+
 /* A host's association: created by CONNECT on an admin queue (session.c). */
 struct tgt_session {
 	uint64_t id;
 	struct tgt_export *export; /* NULL for a discovery session */
 	char hostid[RB_HOSTID_MAX];
+	char addr[TGT_ADDR_MAX]; /* of the admin queue's peer */
 	uint16_t nr_io_queues;
 	uint16_t queue_depth;
 	uint32_t kato_ms;
@@ -141,16 +145,34 @@ struct tgt_session {
 
 /* NULL with *status (RB_S_SESSION_LIMIT, RB_S_HOST_SESSION_LIMIT, BUSY)
  * when refused. */
+/* What a CONNECT asks for, granted. */
+struct tgt_session_req {
+	const char *hostid; /* as claimed: proven only once authenticated */
+	const char *addr; /* peer address (tgt_peer_addr) */
+	bool auth_required;
+	uint16_t nr_io_queues, queue_depth;
+	uint32_t kato_ms;
+};
+
+/*
+ * A new session, or NULL with *status the limit it would break
+ * (max-sessions, -per-address, -per-host).  A session that must
+ * authenticate is counted against its host id's limit only once it has
+ * (tgt_session_authenticated): anyone can claim a host id, and claims must
+ * not use up the real host's share.
+ */
 struct tgt_session *tgt_session_create(const struct rb_target_conf *c, struct tgt_export *e,
-				       const char *hostid, uint16_t nq, uint16_t depth,
-				       uint32_t kato_ms, uint16_t *status);
+				       const struct tgt_session_req *r, uint16_t *status);
 /* Look up by id and bind qid; NULL with *reason set on failure. */
 struct tgt_session *tgt_session_bind(uint64_t id, uint16_t qid, uint16_t *reason);
 void tgt_session_unbind(struct tgt_session *s, uint16_t qid);
 void tgt_session_put(struct tgt_session *s);
 void tgt_session_kill(struct tgt_session *s);
-/* The admin exchange succeeded: I/O queues may bind with this key now. */
-void tgt_session_authenticated(struct tgt_session *s, const struct rb_auth_skey *sk);
+/* The admin exchange succeeded: I/O queues may bind with this key now, if
+ * the host id is within max-sessions-per-host (the session `replaces`
+ * names not counted); RB_S_SUCCESS or RB_S_HOST_SESSION_LIMIT. */
+uint16_t tgt_session_authenticated(const struct rb_target_conf *c, struct tgt_session *s,
+				   const struct rb_auth_skey *sk, uint64_t replaces);
 /* replaces = id: end that session, if it is this host's on this export and
  * authenticated alike (an unauthenticated host ends no authenticated
  * session), and return it with a reference (NULL: no such predecessor). */
@@ -409,7 +431,6 @@ void tgt_export_dump_stats(const struct tgt_export *e);
 int tgt_reload(struct tgt_target *t, const char *path, bool keep_log_level);
 
 /* limits.c: connections (queues) in all and per peer address. */
-#define TGT_ADDR_MAX 64
 /* "addr" of "addr:port" (a transport's peer string). */
 void tgt_peer_addr(const char *peer, char *out, size_t len);
 /* Count a connection from peer: RB_REJ_NONE, or the reason to reject it

@@ -31,7 +31,7 @@ from tcphost import Host, capsule, OP_KEEPALIVE, OP_LIST_EXPORTS, SGL_NONE  # no
 
 REJECTS = {1: "bad-magic", 2: "bad-version", 3: "bad-qid", 4: "no-session", 5: "bad-depth",
            6: "no-resources", 7: "shutting-down", 8: "conn-limit", 9: "addr-conn-limit"}
-STATUSES = {16: "BUSY", 24: "SESSION_LIMIT", 25: "HOST_SESSION_LIMIT"}
+STATUSES = {16: "BUSY", 24: "SESSION_LIMIT", 25: "HOST_SESSION_LIMIT", 26: "ADDR_SESSION_LIMIT"}
 
 
 class Tally:

@@ -3,7 +3,9 @@
 # the peer sees (reject reason, CONNECT status) and the initiator prints as
 # words; refusals are logged rate-limited.  Attacks: tests/attack-limits.py.
 # - connections per address, then in total (reject reasons 8 and 9)
-# - sessions per host id, then in total (SESSION_LIMIT, HOST_SESSION_LIMIT)
+# - sessions per host id, per address, then in total (SESSION_LIMIT,
+#   HOST_SESSION_LIMIT, ADDR_SESSION_LIMIT); claims of a host id that must
+#   authenticate do not use up that host's sessions
 # - I/O queues per session: more than max-io-queues get "bad queue id"
 # - keep-alive 0 gets min-keepalive and the silent host is dropped; with
 #   min-keepalive = 0 the target grants 0
@@ -19,6 +21,7 @@ TARGET_EXTRA="max-connections = 16
 max-connections-per-address = 6
 max-sessions = 8
 max-sessions-per-host = 3
+max-sessions-per-address = 4
 max-io-queues = 2
 min-keepalive = 2000
 discovery-timeout = 1000" write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
@@ -70,6 +73,10 @@ expect "opened=8 refused=2 reasons=SESSION_LIMIT:2" \
 	--mode sessions --hostid many --distinct-hosts --count 10 --seconds 0 \
 	--source 127.0.0.4,127.0.0.5
 
+# Sessions from one address: 4 (its 6 connections would allow more).
+expect "opened=4 refused=2 reasons=ADDR_SESSION_LIMIT:2" \
+	--mode sessions --hostid addr --distinct-hosts --count 6 --seconds 0 --source 127.0.0.14
+
 # I/O queues: 4 asked, 2 granted, queues 3..5 refused.
 expect "granted_queues=2 opened=3 refused=3 reasons=bad-qid:3" \
 	--mode queues --nq 4 --depth 16 --seconds 0 --source 127.0.0.6
@@ -81,7 +88,7 @@ expect "opened=1 granted_kato=2000 closed_by_target=1 open_at_end=0" \
 # Discovery sessions: a flood of silent ones, ones sending KEEPALIVE, and
 # ones sending LIST_EXPORTS every 0.3 s (10 x 1000 ms at most) all end.
 expect "opened=5 closed_by_target=5 open_at_end=0" \
-	--mode discovery --distinct-hosts --count 5 --seconds 60 --source 127.0.0.8
+	--mode discovery --distinct-hosts --count 5 --seconds 60 --source 127.0.0.8,127.0.0.16
 expect "opened=2 closed_by_target=2 open_at_end=0" \
 	--mode discovery --distinct-hosts --count 2 --seconds 60 --keepalive-every 0.3 \
 	--source 127.0.0.9
@@ -105,6 +112,44 @@ done
 # ... and summed up once the window is over, the flood or not.
 wait_until 60 grep -q "per-address connection limit: [0-9]* similar messages suppressed" \
 	"$T/target.log" || fail "no summary of the suppressed refusals"
+
+# A host that must authenticate: 4 sessions claiming its id (they never
+# authenticate) take none of its 2; the real host attaches twice, and a
+# third authenticated session of it is refused, in words.
+KEYGEN="$top_builddir/tools/rdmablk-keygen"
+(umask 077 && "$KEYGEN" >"$T/victim.key") || fail "keygen"
+port3=$(free_port)
+cat >"$T/t3.conf" <<CONF
+[target]
+listen = $(target_url "$port3")
+max-sessions-per-host = 2
+[export disk0]
+path = $T/disk.img
+auth = required
+[host victim]
+secret-file = $T/victim.key
+CONF
+start_target "$T/t3.conf" t3
+port=$port3 attack --mode sessions --hostid victim --count 4 --seconds 60 \
+	--source 127.0.0.15 >"$T/claims.out" &
+claims_pid=$!
+wait_until 60 sh -c "[ \$(grep -c 'host victim: export disk0: authentication required' \
+	'$T/t3.log') -ge 4 ]" || fail "the claiming sessions did not connect: $(cat "$T/t3.log")"
+url3="$(target_url "$port3")/disk0"
+start_initiator v1 "$url3" --host-id victim --secret "$T/victim.key"
+start_initiator v2 "$url3" --host-id victim --secret "$T/victim.key"
+# The claims were there all along: none ended before the host's sessions.
+grep -q "authentication failed" "$T/t3.log" &&
+	fail "a claim ended before the real host attached; the test proves nothing"
+if timeout 60 "$INITIATOR_BIN" "$url3" --host-id victim --secret "$T/victim.key" \
+	--nbd-socket "$T/v3.sock" >"$T/v3.log" 2>&1; then
+	fail "a third authenticated session of host victim was accepted"
+fi
+grep -q "max-sessions-per-host" "$T/v3.log" ||
+	fail "the initiator did not say why: $(cat "$T/v3.log")"
+# The target ends the claims at their authentication deadline.
+wait "$claims_pid" || true
+grep -q "opened=4 .*closed_by_target=4" "$T/claims.out" || fail "claims: $(cat "$T/claims.out")"
 
 # min-keepalive = 0 lets a host have no keep-alive.
 port2=$(free_port)
