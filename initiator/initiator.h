@@ -112,12 +112,14 @@ struct ini_session {
 	pthread_cond_t rec_cond;
 	bool rec_wanted, rec_stop, rec_pause; /* under rec_lock */
 	unsigned int rec_paused; /* reactors parked; under rec_lock */
+	uint64_t rec_ok_ms; /* the last re-establishment (recovery thread) */
 
 	/* keep-alive, run by reactor 0 */
 	struct rb_io ka_io;
 	struct rb_slot *ka_slot;
 	bool ka_busy;
 	uint64_t ka_next_ms;
+	uint64_t log_flush_ms; /* reactor 0: rb_log_limits_flush() once a second */
 };
 
 /* queue.c (I/O path) and queue_conn.c (set-up and teardown) */

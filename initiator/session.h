@@ -150,6 +150,10 @@ struct rb_slot {
 	struct ini_queue *q;
 	struct rb_io *io; /* owner while its command is outstanding */
 	uint64_t deadline_ms;
+	/* A reconnect re-issues it only before this (its first deadline +
+	 * ctrl-loss-tmo), so a target that breaks every session it is given
+	 * cannot keep it waiting for ever. */
+	uint64_t give_up_ms;
 	uint64_t offset; /* command as sent: kept for logs and a later re-issue */
 	uint32_t length;
 	uint8_t opcode;
