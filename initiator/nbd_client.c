@@ -615,12 +615,15 @@ static bool send_out(struct nbd_client *c, struct iovec *iov, int n, size_t *sen
 		if (r >= 0) {
 			*sent = (size_t)r;
 			c->sent_ms = rb_now_ms();
+			atomic_store(&c->stall_since_ms, 0);
 			return true;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK) {
 			c->out_blocked = true;
+			if (!atomic_load(&c->stall_since_ms))
+				atomic_store(&c->stall_since_ms, rb_now_ms());
 			return false;
 		}
 		client_close(c, strerror(errno));

@@ -98,6 +98,9 @@ struct nbd_client {
 	/* Since when it has had no request (transmission phase); 0: busy or
 	 * still in the handshake.  Written by r, read by the accepting thread. */
 	atomic_uint_fast64_t idle_since_ms;
+	/* Since when its output has been blocked (it does not read what we
+	 * send); 0: it goes out.  As good as idle at the cap. */
+	atomic_uint_fast64_t stall_since_ms;
 	atomic_bool evict; /* chosen to make room at the cap: r closes it */
 	bool evicting; /* evict set and counted in nr_evicting; under srv->lock */
 	struct nbd_client *anext, *aprev; /* srv->accepted; under srv->lock */

@@ -130,6 +130,14 @@ static void log_refusals(struct nbd_server *srv, const char *desc, uint64_t now)
 	srv->refused_log_ms = now;
 }
 
+/* 0: busy (or in the handshake and moving). */
+static uint64_t idle_since(const struct nbd_client *c)
+{
+	uint64_t since = atomic_load(&c->idle_since_ms);
+
+	return since ? since : atomic_load(&c->stall_since_ms);
+}
+
 static void evict_task(struct rb_task *t)
 {
 	struct nbd_rctx *rc = rb_container_of(t, struct nbd_rctx, evict_task);
@@ -144,7 +152,7 @@ static void evict_task(struct rb_task *t)
 
 /*
  * At the cap, the client idle longest (no request for NBD_IDLE_EVICT_MS or
- * more) makes room: it is marked, its reactor closes it, and it no longer
+ * more, or its replies unread that long, after the handshake) makes room: it is marked, its reactor closes it, and it no longer
  * counts.  Under srv->lock.  Returns its description, or NULL if no client
  * is idle long enough.
  */
@@ -154,7 +162,7 @@ static const struct nbd_client *evict_idle(struct nbd_server *srv, uint64_t now)
 	uint64_t oldest = 0;
 
 	for (struct nbd_client *c = srv->accepted; c; c = c->anext) {
-		uint64_t since = atomic_load(&c->idle_since_ms);
+		uint64_t since = idle_since(c);
 
 		if (c->evicting || !since || now < since + NBD_IDLE_EVICT_MS)
 			continue;
@@ -198,14 +206,15 @@ static bool refuse_over_cap(struct nbd_server *srv, int fd, const char *desc)
 		victim = evict_idle(srv, now);
 	if (victim) {
 		id = victim->id;
-		idle_ms = now - atomic_load(&victim->idle_since_ms);
+		idle_ms = now - idle_since(victim);
 		memcpy(vdesc, victim->desc, sizeof(vdesc));
 	}
 	pthread_mutex_unlock(&srv->lock);
 	if (victim) {
 		rb_log_limited(&evicted, desc, RB_LOG_WARN,
 			       "nbd %s: at nbd-max-clients = %u: closing client %" PRIu64
-			       " (%s), idle for %" PRIu64 " ms, to serve a new one",
+			       " (%s), idle or not reading its replies for %" PRIu64
+			       " ms, to serve a new one",
 			       desc, srv->max_clients, id, vdesc, idle_ms);
 		return false;
 	}

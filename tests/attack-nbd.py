@@ -11,6 +11,8 @@ MODE
            a reply: the handshake limit must close it all the same.
   idle     each client finishes the handshake and then sends nothing: at
            nbd-max-clients such clients must give their place to new ones.
+  stuck    each client finishes the handshake, sends 8 READs of 512 KiB and
+           never reads the replies: as good as idle at nbd-max-clients.
 
 The clients are held for --seconds, or until --until-closed of them were
 closed by the server; a hang-up is seen without reading (POLLRDHUP).  The
@@ -26,7 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nbdraw import handshake, recvall  # noqa: E402
+from nbdraw import CMD_READ, handshake, recvall, request  # noqa: E402
 
 IHAVEOPT = 0x49484156454F5054
 OPT_LIST = 3
@@ -67,7 +69,7 @@ def flood_options(s, count):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=("options", "idle"))
+    ap.add_argument("mode", choices=("options", "idle", "stuck"))
     ap.add_argument("host", nargs="?")
     ap.add_argument("port", nargs="?", type=int)
     ap.add_argument("--unix", help="the NBD server's Unix socket")
@@ -90,6 +92,10 @@ def main():
         else:
             handshake(s)
             sent += 1
+            if args.mode == "stuck":
+                for i in range(8):
+                    request(s, CMD_READ, i, i << 19, 512 << 10)
+                sent += 8
         socks.append(s)
     print(f"attack-nbd {args.mode}: {len(socks)} clients connected", flush=True)
 

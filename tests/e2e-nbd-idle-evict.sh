@@ -65,7 +65,39 @@ case $sum in
 *" closed=1 open=2 "*) ;;
 *) fail "expected one idle attacker closed: $sum" ;;
 esac
-grep -q "at nbd-max-clients = 4: closing client [0-9]* (.*), idle for [0-9]* ms, to serve a new one" \
+grep -q "at nbd-max-clients = 4: closing client [0-9]* (.*), idle or not reading its replies for [0-9]* ms, to serve a new one" \
 	"$T/ini.log" || fail "no warning for the closed idle client"
 grep -q "closed: idle at nbd-max-clients" "$T/ini.log" || fail "no close reason logged"
+
+# Clients that never read their replies (8 READs of 512 KiB each) are as
+# good as idle: one gives its place too.
+start_initiator ini2 "$(target_url "$port")/disk0" --nbd-max-clients 2
+python3 "$top_srcdir/tests/attack-nbd.py" stuck --unix "$T/ini2.sock" --clients 2 \
+	--seconds 90 --until-closed 1 >"$T/attack2.out" 2>&1 &
+attack=$!
+wait_until 30 grep -q "2 clients connected" "$T/attack2.out" ||
+	fail "stuck attackers did not connect: $(cat "$T/attack2.out")"
+PYTHONPATH="$top_srcdir/tests" python3 - "$T/ini2.sock" <<'PY' || fail "client script failed (stuck)"
+import sys, time
+from nbdraw import *
+end = time.monotonic() + 60
+while True:
+    try:
+        s = attach(sys.argv[1], timeout=10)
+        break
+    except (EOFError, ConnectionResetError, BrokenPipeError):
+        if time.monotonic() > end:
+            sys.exit("new client still refused after 60 s (stuck clients)")
+        time.sleep(0.2)
+request(s, CMD_READ, 9, 0, 4096)
+err, h = reply(s)
+assert (err, h) == (0, 9), f"new client's READ: error {err}"
+recvall(s, 4096)
+PY
+wait $attack || fail "attack script failed (stuck)"
+cat "$T/attack2.out"
+case $(tail -n 1 "$T/attack2.out") in
+*" closed=1 open=1 "*) ;;
+*) fail "expected one stuck attacker closed: $(tail -n 1 "$T/attack2.out")" ;;
+esac
 echo "ok"
