@@ -85,17 +85,20 @@ check_bounds ka 40
 stop_pidfile "$T/ka.pid"
 evil_stop silent-ka
 
-# Never answers CONNECT: the initiator gives up with an error, in time.
-evil_target silent-connect
-"$INITIATOR_BIN" "tcp://127.0.0.1:$eport/x" --timeout 1000 --nbd-socket "$T/sc.sock" \
-	>"$T/sc.log" 2>&1 &
-scpid=$!
-echo $scpid >"$T/sc.pid"
-_pidfiles="$_pidfiles $T/sc.pid"
-wait_until 60 sh -c "! kill -0 $scpid 2>/dev/null" || fail "silent CONNECT: still waiting"
-rc=0
-wait $scpid || rc=$?
-[ "$rc" -ne 0 ] || fail "silent CONNECT: exit status 0"
-grep -q "CONNECT got no answer" "$T/sc.log" || fail "silent CONNECT: no error logged"
-evil_stop silent-connect
+# Never answers HELLO, or CONNECT: the initiator gives up with an error, in time.
+for mode in silent-hello silent-connect; do
+	evil_target $mode
+	"$INITIATOR_BIN" "tcp://127.0.0.1:$eport/x" --timeout 1000 --connect-timeout 1000 \
+		--nbd-socket "$T/$mode.sock" >"$T/$mode.log" 2>&1 &
+	scpid=$!
+	echo $scpid >"$T/$mode.pid"
+	_pidfiles="$_pidfiles $T/$mode.pid"
+	wait_until 60 sh -c "! kill -0 $scpid 2>/dev/null" || fail "$mode: still waiting"
+	rc=0
+	wait $scpid || rc=$?
+	[ "$rc" -ne 0 ] || fail "$mode: exit status 0"
+	evil_stop $mode
+done
+grep -q "connect: Connection timed out" "$T/silent-hello.log" || fail "silent HELLO: no error logged"
+grep -q "CONNECT got no answer" "$T/silent-connect.log" || fail "silent CONNECT: no error logged"
 echo "ok"

@@ -19,6 +19,7 @@ MODE (what it does to the I/O queues, unless said otherwise)
                 given (beyond its end, then with a wrong key), answers nothing
   readreq-flood for each WRITE floods READ_REQs for its buffer and stops
                 reading the socket, so the initiator's READ responses pile up
+  silent-hello  accepts TCP connections and never answers their HELLO
   silent-connect  accepts the admin queue and never answers CONNECT
   silent-reconnect  breaks the session at the first I/O command (a response
                 for an unknown id), then never answers a reconnect's CONNECT
@@ -107,6 +108,9 @@ class Conn:
         if h[0] != HELLO or h[7] != HELLO_MAGIC:
             return
         magic, version, qid, depth, _, session, _ = CM_REQ2.unpack(self.recvn(h[3])[:54])
+        if self.args.mode == "silent-hello":
+            while self.recvn(1):
+                pass
         self.qid, self.depth = qid, depth
         rep = struct.pack("<IHHII32s64s", RB_MAGIC, RB_VERSION, depth, 0, 0, bytes(32), bytes(64))
         self.s.sendall(HDR.pack(HELLO_ACCEPT, 0, 0, len(rep), 0, 0, 0, HELLO_MAGIC) + rep)
@@ -236,7 +240,8 @@ def main():
     ap.add_argument("port", type=int)
     ap.add_argument("mode", choices=("normal", "unknown-cid", "duplicate", "resp-flood",
                                      "write-flood", "bad-readreq", "readreq-flood",
-                                     "silent-connect", "silent-reconnect", "silent-io",
+                                     "silent-hello", "silent-connect", "silent-reconnect",
+                                     "silent-io",
                                      "silent-ka", "fail-io"))
     ap.add_argument("--seconds", type=float, default=3600)
     ap.add_argument("--size", type=int, default=16 << 20)
