@@ -58,7 +58,7 @@ struct nbd_rctx {
 	struct rb_task drain_task, force_task;
 	struct rb_task hs_task; /* nbd_server_tick: handshake limit */
 	atomic_bool hs_posted; /* hs_task queued, not yet run */
-	uint64_t hs_last_ms; /* hs_task's previous run: a long gap means parked */
+	uint64_t hs_grace_ms; /* hs_task: pending input is ours until then (recovery) */
 	struct rb_task evict_task; /* closes the clients marked c->evict */
 	atomic_bool evict_posted; /* evict_task queued, not yet run */
 };

@@ -152,9 +152,9 @@ static void evict_task(struct rb_task *t)
 
 /*
  * At the cap, the client idle longest (no request for NBD_IDLE_EVICT_MS or
- * more, or its replies unread that long, after the handshake) makes room: it is marked, its reactor closes it, and it no longer
- * counts.  Under srv->lock.  Returns its description, or NULL if no client
- * is idle long enough.
+ * more after the handshake, or not reading what we send that long) makes
+ * room: it is marked, its reactor closes it, and it no longer counts.
+ * Under srv->lock.  Returns it, or NULL if none is idle long enough.
  */
 static const struct nbd_client *evict_idle(struct nbd_server *srv, uint64_t now)
 {
@@ -287,31 +287,33 @@ static bool input_pending(const struct nbd_client *c)
 	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
-/* hs_task runs about once a second: a longer gap means this reactor was
- * parked (a recovery) and could not read its clients. */
-#define NBD_HS_PARKED_MS 3000u
+/* After a recovery, what clients sent meanwhile gets this long to be read
+ * before it counts against them. */
+#define NBD_HS_GRACE_MS 3000u
 
 static void hs_task(struct rb_task *t)
 {
-	static struct rb_log_limit hs_limit = RB_LOG_LIMIT_INIT("nbd handshake limit", RB_LOG_WARN);
+	static struct rb_log_limit hs_limit = RB_LOG_LIMIT_INIT("nbd handshake limit",
+								 RB_LOG_WARN);
 	struct nbd_rctx *rc = rb_container_of(t, struct nbd_rctx, hs_task);
 	uint64_t now = rb_now_ms();
-	bool parked = rc->hs_last_ms && now - rc->hs_last_ms > NBD_HS_PARKED_MS;
 
 	atomic_store(&rc->hs_posted, false);
-	rc->hs_last_ms = now;
+	if (rb_session_recovering(rc->srv->s))
+		rc->hs_grace_ms = now + NBD_HS_GRACE_MS;
 	for (struct nbd_client *c = rc->clients, *next; c; c = next) {
 		next = c->next;
 		if (c->closed || c->st >= CS_TX_HDR || now - c->start_ms < NBD_HANDSHAKE_LIMIT_MS)
 			continue;
 		/*
-		 * Input left unread while we were parked is our wait, not the
-		 * client's: one more round.  Otherwise the limit holds whatever
+		 * Input left unread while a recovery held this reactor (it may
+		 * run this task, not read clients) is our wait, not the
+		 * client's: a grace after it.  Otherwise the limit holds whatever
 		 * the socket's state: input also piles up when the client does
 		 * not read our replies (we stop reading it then) or floods
 		 * options, and that must not keep it open.
 		 */
-		if (parked && input_pending(c))
+		if (now < rc->hs_grace_ms && input_pending(c))
 			continue;
 		rb_log_limited(&hs_limit, c->desc, RB_LOG_WARN,
 			       "nbd client %" PRIu64 " (%s): handshake not finished after %u ms; "

@@ -31,6 +31,11 @@ const char *rb_session_target(const struct ini_session *s)
 	return s->target;
 }
 
+bool rb_session_recovering(const struct ini_session *s)
+{
+	return atomic_load(&s->recovering);
+}
+
 unsigned int rb_session_nr_queues(const struct ini_session *s)
 {
 	return s->nr_queues;

@@ -125,6 +125,8 @@ void rb_session_close(struct ini_session *s);
 const struct rb_export_info *rb_session_info(const struct ini_session *s);
 /* "tcp://HOST:PORT", for messages. */
 const char *rb_session_target(const struct ini_session *s);
+/* Any thread: a reconnect is in progress (the reactors are parked). */
+bool rb_session_recovering(const struct ini_session *s);
 unsigned int rb_session_nr_queues(const struct ini_session *s);
 /* I/O queue i (0-based; its qid is i + 1). */
 struct ini_queue *rb_session_queue(struct ini_session *s, unsigned int i);
