@@ -112,6 +112,7 @@ struct ini_session {
 	pthread_cond_t rec_cond;
 	bool rec_wanted, rec_stop, rec_pause; /* under rec_lock */
 	unsigned int rec_paused; /* reactors parked; under rec_lock */
+	uint64_t rec_ok_ms; /* the last re-establishment (recovery thread) */
 
 	/* keep-alive, run by reactor 0 */
 	struct rb_io ka_io;
@@ -121,6 +122,7 @@ struct ini_session {
 	/* The keep-alive timeout in effect: the target's grant, else as asked
 	 * (a target raises 0 or a short one to its min-keepalive). */
 	uint32_t ka_ms;
+	uint64_t log_flush_ms; /* reactor 0: rb_log_limits_flush() once a second */
 };
 
 /* queue.c (I/O path) and queue_conn.c (set-up and teardown) */

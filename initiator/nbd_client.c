@@ -211,6 +211,7 @@ static void handle_option(struct nbd_client *c, const uint8_t *data)
 		free(c->opt_data);
 		c->opt_data = NULL;
 		c->st = CS_TX_HDR;
+		nbd_client_busy(c, false);
 		rb_info("nbd client %" PRIu64 " (%s): serving export '%s' on queue %u", c->id,
 			c->desc, c->srv->exp.name, rb_queue_id(c->q));
 		break;
@@ -614,12 +615,15 @@ static bool send_out(struct nbd_client *c, struct iovec *iov, int n, size_t *sen
 		if (r >= 0) {
 			*sent = (size_t)r;
 			c->sent_ms = rb_now_ms();
+			atomic_store(&c->stall_since_ms, 0);
 			return true;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK) {
 			c->out_blocked = true;
+			if (!atomic_load(&c->stall_since_ms))
+				atomic_store(&c->stall_since_ms, rb_now_ms());
 			return false;
 		}
 		client_close(c, strerror(errno));
@@ -673,14 +677,33 @@ static void flush_task(struct rb_task *t)
 
 /* ---- client life cycle --------------------------------------------------------- */
 
-static void client_gone(struct nbd_server *srv, bool accepted)
+static void client_gone(struct nbd_client *c)
 {
+	struct nbd_server *srv = c->srv;
+
 	pthread_mutex_lock(&srv->lock);
 	srv->nr_clients--;
-	if (accepted)
+	if (c->handshake) {
 		srv->nr_accepted--;
+		if (c->aprev)
+			c->aprev->anext = c->anext;
+		else
+			srv->accepted = c->anext;
+		if (c->anext)
+			c->anext->aprev = c->aprev;
+	}
+	if (c->evicting)
+		srv->nr_evicting--;
 	pthread_cond_broadcast(&srv->cond);
 	pthread_mutex_unlock(&srv->lock);
+}
+
+void nbd_client_busy(struct nbd_client *c, bool busy)
+{
+	/* The kernel's sockets never count against the cap. */
+	if (!c->handshake)
+		return;
+	atomic_store(&c->idle_since_ms, busy || c->st < CS_TX_HDR ? 0 : rb_now_ms());
 }
 
 static void client_close(struct nbd_client *c, const char *why)
@@ -703,7 +726,7 @@ static void client_close(struct nbd_client *c, const char *why)
 	}
 	while ((req = rb_fifo_pop(&c->replies)))
 		nbd_req_release(req);
-	client_gone(c->srv, c->handshake);
+	client_gone(c);
 	rb_reactor_defer(c->r, &c->free_task);
 }
 
@@ -783,32 +806,36 @@ static void client_start(struct rb_task *t)
 int nbd_server_add_client(struct nbd_server *srv, int fd, struct ini_queue *q, bool handshake,
 			  const char *desc)
 {
-	struct nbd_client *c;
+	struct nbd_client *c = calloc(1, sizeof(*c));
 
+	if (!c) {
+		rb_err("nbd: out of memory for client %s", desc);
+		close(fd);
+		return -ENOMEM;
+	}
+	c->handshake = handshake;
 	pthread_mutex_lock(&srv->lock);
 	if (atomic_load(&srv->draining)) {
 		pthread_mutex_unlock(&srv->lock);
 		close(fd);
+		free(c);
 		return -ESHUTDOWN;
 	}
 	srv->nr_clients++;
-	if (handshake)
+	if (handshake) {
 		srv->nr_accepted++;
-	pthread_mutex_unlock(&srv->lock);
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		rb_err("nbd: out of memory for client %s", desc);
-		close(fd);
-		client_gone(srv, handshake);
-		return -ENOMEM;
+		c->anext = srv->accepted;
+		if (c->anext)
+			c->anext->aprev = c;
+		srv->accepted = c;
 	}
+	pthread_mutex_unlock(&srv->lock);
 	c->srv = srv;
 	c->q = q;
 	c->r = rb_queue_reactor(q);
 	c->rc = &srv->rctx[rb_reactor_id(c->r)];
 	c->fd = fd;
 	c->id = atomic_fetch_add(&srv->next_id, 1);
-	c->handshake = handshake;
 	snprintf(c->desc, sizeof(c->desc), "%s", desc);
 	nbd_buf_init(&c->out);
 	c->poll.fn = on_client_event;

@@ -58,12 +58,20 @@ struct nbd_rctx {
 	struct rb_task drain_task, force_task;
 	struct rb_task hs_task; /* nbd_server_tick: handshake limit */
 	atomic_bool hs_posted; /* hs_task queued, not yet run */
+	uint64_t hs_grace_ms; /* hs_task: pending input is ours until then (recovery) */
+	struct rb_task evict_task; /* closes the clients marked c->evict */
+	atomic_bool evict_posted; /* evict_task queued, not yet run */
 };
 
 /* A client must finish the handshake within this (qemu-nbd's default
  * handshake limit): one that connects and stalls would hold its place,
  * under nbd-max-clients, for ever. */
 #define NBD_HANDSHAKE_LIMIT_MS 10000u
+
+/* At nbd-max-clients, a client with no request for this long after the
+ * handshake gives its place to a new one (it can reconnect), so idle
+ * connections cannot lock everyone else out. */
+#define NBD_IDLE_EVICT_MS 5000u
 
 #define NBD_STAGE (32u << 10)
 
@@ -87,6 +95,15 @@ struct nbd_client {
 	bool draining;
 	uint64_t sent_ms, read_ms; /* last time bytes went out, came in */
 	uint64_t start_ms; /* connected (handshake limit) */
+	/* Since when it has had no request (transmission phase); 0: busy or
+	 * still in the handshake.  Written by r, read by the accepting thread. */
+	atomic_uint_fast64_t idle_since_ms;
+	/* Since when its output has been blocked (it does not read what we
+	 * send); 0: it goes out.  As good as idle at the cap. */
+	atomic_uint_fast64_t stall_since_ms;
+	atomic_bool evict; /* chosen to make room at the cap: r closes it */
+	bool evicting; /* evict set and counted in nr_evicting; under srv->lock */
+	struct nbd_client *anext, *aprev; /* srv->accepted; under srv->lock */
 
 	struct nbd_hs_state hs;
 	struct nbd_buf out; /* handshake replies */
@@ -128,12 +145,19 @@ struct nbd_server {
 	unsigned int nr_clients; /* open sockets; under lock */
 	unsigned int nr_accepted; /* of those, from the listeners (handshake); under lock */
 	unsigned int max_clients; /* cap on nr_accepted */
+	/* Clients from the listeners, for the accepting thread to pick an
+	 * idle one at the cap; a client leaves it (client_gone) before it is
+	 * freed.  nr_evicting of them are being closed to make room. */
+	struct nbd_client *accepted;
+	unsigned int nr_evicting;
 	/* Connections refused at the cap (main thread), logged once a second. */
 	unsigned int refused;
 	uint64_t refused_log_ms;
 };
 
 /* nbd_client.c */
+/* Whether c has requests (nr_reqs) or not: the idle time for the cap. */
+void nbd_client_busy(struct nbd_client *c, bool busy);
 /* Drain: stop reading new requests; close once in-flight work is done. */
 void nbd_client_drain(struct nbd_client *c);
 void nbd_client_close(struct nbd_client *c, const char *why);

@@ -31,7 +31,8 @@ struct nbd_req *nbd_req_alloc(struct nbd_client *c)
 	}
 	memset(req, 0, sizeof(*req));
 	req->c = c;
-	c->nr_reqs++;
+	if (c->nr_reqs++ == 0)
+		nbd_client_busy(c, true);
 	return req;
 }
 
@@ -50,7 +51,8 @@ void nbd_req_release(struct nbd_req *req)
 	nbd_req_put_slots(req);
 	req->next = c->free_reqs;
 	c->free_reqs = req;
-	c->nr_reqs--;
+	if (--c->nr_reqs == 0)
+		nbd_client_busy(c, false);
 }
 
 /* Queue the reply; written after the current batch of completions. */

@@ -22,6 +22,7 @@
 #include "checked.h"
 #include "deadline.h"
 #include "log.h"
+#include "log_limit.h"
 #include "nbd_priv.h"
 
 /* ---- server ------------------------------------------------------------------- */
@@ -129,23 +130,97 @@ static void log_refusals(struct nbd_server *srv, const char *desc, uint64_t now)
 	srv->refused_log_ms = now;
 }
 
+/* 0: busy (or in the handshake and moving). */
+static uint64_t idle_since(const struct nbd_client *c)
+{
+	uint64_t since = atomic_load(&c->idle_since_ms);
+
+	return since ? since : atomic_load(&c->stall_since_ms);
+}
+
+static void evict_task(struct rb_task *t)
+{
+	struct nbd_rctx *rc = rb_container_of(t, struct nbd_rctx, evict_task);
+
+	atomic_store(&rc->evict_posted, false);
+	for (struct nbd_client *c = rc->clients, *next; c; c = next) {
+		next = c->next;
+		if (atomic_load(&c->evict))
+			nbd_client_close(c, "idle at nbd-max-clients: place given to a new client");
+	}
+}
+
+/*
+ * At the cap, the client idle longest (no request for NBD_IDLE_EVICT_MS or
+ * more after the handshake, or not reading what we send that long) makes
+ * room: it is marked, its reactor closes it, and it no longer counts.
+ * Under srv->lock.  Returns it, or NULL if none is idle long enough.
+ */
+static const struct nbd_client *evict_idle(struct nbd_server *srv, uint64_t now)
+{
+	struct nbd_client *victim = NULL;
+	uint64_t oldest = 0;
+
+	for (struct nbd_client *c = srv->accepted; c; c = c->anext) {
+		uint64_t since = idle_since(c);
+
+		if (c->evicting || !since || now < since + NBD_IDLE_EVICT_MS)
+			continue;
+		if (!victim || since < oldest) {
+			victim = c;
+			oldest = since;
+		}
+	}
+	if (!victim)
+		return NULL;
+	victim->evicting = true;
+	srv->nr_evicting++;
+	atomic_store(&victim->evict, true);
+	/* One task per reactor at a time; it closes every marked client. */
+	if (!atomic_exchange(&victim->rc->evict_posted, true)) {
+		victim->rc->evict_task.fn = evict_task;
+		rb_reactor_post(victim->rc->r, &victim->rc->evict_task);
+	}
+	return victim;
+}
+
 /*
  * A client over the cap is accepted and closed at once, so it sees EOF
- * instead of hanging in the backlog.  However many come, one line a
- * second at most, counting the refusals since the last line.
+ * instead of hanging in the backlog -- unless an idle client gives it its
+ * place.  However many come, one refusal line a second at most, counting
+ * the refusals since the last line.
  */
 static bool refuse_over_cap(struct nbd_server *srv, int fd, const char *desc)
 {
+	static struct rb_log_limit evicted = RB_LOG_LIMIT_INIT("nbd idle client closed at "
+							       "nbd-max-clients",
+							       RB_LOG_WARN);
+	const struct nbd_client *victim = NULL;
 	unsigned int open;
-	uint64_t now;
+	uint64_t now = rb_now_ms(), id = 0, idle_ms = 0;
+	char vdesc[sizeof(victim->desc)];
 
 	pthread_mutex_lock(&srv->lock);
-	open = srv->nr_accepted;
+	open = srv->nr_accepted - srv->nr_evicting;
+	if (open >= srv->max_clients)
+		victim = evict_idle(srv, now);
+	if (victim) {
+		id = victim->id;
+		idle_ms = now - idle_since(victim);
+		memcpy(vdesc, victim->desc, sizeof(vdesc));
+	}
 	pthread_mutex_unlock(&srv->lock);
+	if (victim) {
+		rb_log_limited(&evicted, desc, RB_LOG_WARN,
+			       "nbd %s: at nbd-max-clients = %u: closing client %" PRIu64
+			       " (%s), idle or not reading its replies for %" PRIu64
+			       " ms, to serve a new one",
+			       desc, srv->max_clients, id, vdesc, idle_ms);
+		return false;
+	}
 	if (open < srv->max_clients)
 		return false;
 	srv->refused++;
-	now = rb_now_ms();
 	if (!srv->refused_log_ms || now >= srv->refused_log_ms + 1000)
 		log_refusals(srv, desc, now);
 	close(fd);
@@ -204,8 +279,7 @@ static void force_task(struct rb_task *t)
 	}
 }
 
-/* Bytes the client sent that we have not read yet: then the wait is ours
- * (this reactor was parked by a recovery), not the client's. */
+/* Bytes the client sent that we have not read yet. */
 static bool input_pending(const struct nbd_client *c)
 {
 	int n = 0;
@@ -213,19 +287,38 @@ static bool input_pending(const struct nbd_client *c)
 	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
+/* After a recovery, what clients sent meanwhile gets this long to be read
+ * before it counts against them. */
+#define NBD_HS_GRACE_MS 3000u
+
 static void hs_task(struct rb_task *t)
 {
+	static struct rb_log_limit hs_limit = RB_LOG_LIMIT_INIT("nbd handshake limit",
+								 RB_LOG_WARN);
 	struct nbd_rctx *rc = rb_container_of(t, struct nbd_rctx, hs_task);
 	uint64_t now = rb_now_ms();
 
 	atomic_store(&rc->hs_posted, false);
+	if (rb_session_recovering(rc->srv->s))
+		rc->hs_grace_ms = now + NBD_HS_GRACE_MS;
 	for (struct nbd_client *c = rc->clients, *next; c; c = next) {
 		next = c->next;
-		if (c->closed || c->st >= CS_TX_HDR || now - c->start_ms < NBD_HANDSHAKE_LIMIT_MS ||
-		    input_pending(c))
+		if (c->closed || c->st >= CS_TX_HDR || now - c->start_ms < NBD_HANDSHAKE_LIMIT_MS)
 			continue;
-		rb_warn("nbd client %" PRIu64 " (%s): handshake not finished after %u ms; closing it",
-			c->id, c->desc, NBD_HANDSHAKE_LIMIT_MS);
+		/*
+		 * Input left unread while a recovery held this reactor (it may
+		 * run this task, not read clients) is our wait, not the
+		 * client's: a grace after it.  Otherwise the limit holds whatever
+		 * the socket's state: input also piles up when the client does
+		 * not read our replies (we stop reading it then) or floods
+		 * options, and that must not keep it open.
+		 */
+		if (now < rc->hs_grace_ms && input_pending(c))
+			continue;
+		rb_log_limited(&hs_limit, c->desc, RB_LOG_WARN,
+			       "nbd client %" PRIu64 " (%s): handshake not finished after %u ms; "
+			       "closing it",
+			       c->id, c->desc, NBD_HANDSHAKE_LIMIT_MS);
 		nbd_client_close(c, "handshake limit");
 	}
 }

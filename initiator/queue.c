@@ -24,6 +24,7 @@
 #include "checked.h"
 #include "initiator.h"
 #include "log.h"
+#include "log_limit.h"
 
 /* ---- slots ------------------------------------------------------------- */
 
@@ -175,6 +176,18 @@ static void wake_waiters(struct rb_task *t)
 
 /* ---- completions -------------------------------------------------------- */
 
+/*
+ * What a target can make us log at will (fail every command, answer late,
+ * never answer, break the connection after every reconnect): rate-limited
+ * per kind, the target URI naming the peer.
+ */
+static struct rb_log_limit lim_failed = RB_LOG_LIMIT_INIT("I/O failed by the target", RB_LOG_WARN);
+static struct rb_log_limit lim_late = RB_LOG_LIMIT_INIT("late answer", RB_LOG_INFO);
+static struct rb_log_limit lim_timeout = RB_LOG_LIMIT_INIT("command timeout", RB_LOG_WARN);
+static struct rb_log_limit lim_lost = RB_LOG_LIMIT_INIT("queue lost", RB_LOG_ERR);
+static struct rb_log_limit lim_no_slot = RB_LOG_LIMIT_INIT("no free command slot", RB_LOG_WARN);
+static struct rb_log_limit lim_expired = RB_LOG_LIMIT_INIT("command not re-issued", RB_LOG_WARN);
+
 static void io_chunk_done(struct rb_io *io, int err, uint16_t status, uint64_t result)
 {
 	if (err && !io->err)
@@ -270,15 +283,17 @@ static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 	sl->io = NULL;
 	if (sl->timed_out) {
 		sl->timed_out = false;
-		rb_info("%s: queue %u: late answer (%s) for timed-out %s cid %u; slot released",
-			q->s->target, q->qid, rb_status_name(status), rb_opcode_name(sl->opcode),
-			cid);
+		rb_log_limited(&lim_late, q->s->target, RB_LOG_INFO,
+			       "%s: queue %u: late answer (%s) for timed-out %s cid %u; slot released",
+			       q->s->target, q->qid, rb_status_name(status),
+			       rb_opcode_name(sl->opcode), cid);
 	} else if (io) {
 		/* Admin failures are reported by the caller, with context. */
 		if (status && q->qid)
-			rb_warn("%s: queue %u: %s offset %" PRIu64 " length %u failed: %s",
-				q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->offset,
-				sl->length, rb_status_name(status));
+			rb_log_limited(&lim_failed, q->s->target, RB_LOG_WARN,
+				       "%s: queue %u: %s offset %" PRIu64 " length %u failed: %s",
+				       q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->offset,
+				       sl->length, rb_status_name(status));
 		if (sl->send_pending) {
 			/*
 			 * The answer overtook our SEND's own completion (the
@@ -402,20 +417,27 @@ void ini_queue_fail_inflight(struct ini_queue *q)
 }
 
 /*
- * A session being recovered keeps its commands for re-issue (recover.c).
+ * A session being recovered keeps its I/O commands for re-issue
+ * (recover.c); admin commands are never re-issued, and the recovery's own
+ * CONNECT waits for this to fail it when the target never answers it.
  * Otherwise drain before fail: a queue may be failed from outside its CQ
  * (a timeout, the session's loss seen on another reactor, a shutdown)
  * while answers wait there unpolled, and an answer that arrived is an
  * answer, not EIO.  Only what is still unanswered after that fails.
  */
+static bool keeps_cmds(const struct ini_queue *q)
+{
+	return q->qid && atomic_load(&q->s->recovering);
+}
+
 static void reap(struct rb_task *t)
 {
 	struct ini_queue *q = rb_container_of(t, struct ini_queue, reap_task);
 
-	if (atomic_load(&q->s->recovering))
+	if (keeps_cmds(q))
 		return;
 	ini_reactor_poll(q->r);
-	if (!atomic_load(&q->s->recovering))
+	if (!keeps_cmds(q))
 		ini_queue_fail_inflight(q);
 }
 
@@ -432,9 +454,11 @@ void ini_queue_fail(struct ini_queue *q, const char *why)
 	q->dead = true;
 	atomic_store(&q->gone, true);
 	if (q->connected && !q->s->closing)
-		rb_err("%s: queue %u (peer %s, qp %u) lost: %s; %s", q->s->target, q->qid,
-		       q->peer, q->qpn, why,
-		       q->s->p.ctrl_loss_tmo_ms ? "the session reconnects" : "its I/O fails with EIO");
+		rb_log_limited(&lim_lost, q->s->target, RB_LOG_ERR,
+			       "%s: queue %u (peer %s, qp %u) lost: %s; %s", q->s->target, q->qid,
+			       q->peer, q->qpn, why,
+			       q->s->p.ctrl_loss_tmo_ms ? "the session reconnects" :
+							  "its I/O fails with EIO");
 	if (q->conn && !q->disconnected) {
 		q->disconnected = true;
 		q->ops->disconnect(q->conn);
@@ -557,6 +581,7 @@ int rb_queue_submit(struct ini_queue *q, struct rb_io *io)
 			len = io->length - done < q->buf_size ? (uint32_t)(io->length - done) :
 								 q->buf_size;
 		}
+		io->slots[i]->give_up_ms = deadline + q->s->p.ctrl_loss_tmo_ms;
 		ret = q->dead ? -ENOTCONN : post_cmd(q, io->slots[i], io, off, len, deadline);
 		if (ret && !q->dead) {
 			snprintf(why, sizeof(why), "post %s: %s", rb_opcode_name(io->opcode),
@@ -591,9 +616,11 @@ void ini_queue_tick(struct ini_queue *q, uint64_t now)
 				/* Answered, but our own SEND never completed (over tcp: the
 				 * target never acknowledged the capsule).  The connection
 				 * is what fails; its flush delivers the answer. */
-				rb_warn("%s: queue %u: %s cid %u answered, but its command SEND "
-					"did not complete in time",
-					q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->cid);
+				rb_log_limited(&lim_timeout, q->s->target, RB_LOG_WARN,
+					       "%s: queue %u: %s cid %u answered, but its command "
+					       "SEND did not complete in time",
+					       q->s->target, q->qid, rb_opcode_name(sl->opcode),
+					       sl->cid);
 				ini_queue_fail(q, "command SEND not completed");
 				return;
 			}
@@ -602,10 +629,12 @@ void ini_queue_tick(struct ini_queue *q, uint64_t now)
 			if (q->s->p.ctrl_loss_tmo_ms) {
 				/* NVMe-oF error recovery: the connection is what failed,
 				 * not the command; reconnect and send it again. */
-				rb_warn("%s: queue %u: %s cid %u offset %" PRIu64 " length %u not "
-					"answered in time; reconnecting to send it again",
-					q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->cid,
-					sl->offset, sl->length);
+				rb_log_limited(&lim_timeout, q->s->target, RB_LOG_WARN,
+					       "%s: queue %u: %s cid %u offset %" PRIu64
+					       " length %u not answered in time; reconnecting to "
+					       "send it again",
+					       q->s->target, q->qid, rb_opcode_name(sl->opcode),
+					       sl->cid, sl->offset, sl->length);
 				ini_queue_fail(q, "command timeout");
 				return;
 			}
@@ -614,10 +643,11 @@ void ini_queue_tick(struct ini_queue *q, uint64_t now)
 			sl->timed_out = true;
 			io = sl->io;
 			sl->io = NULL;
-			rb_warn("%s: queue %u: %s cid %u offset %" PRIu64 " length %u not answered "
-				"in time; failing it with EIO (slot stays reserved)",
-				q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->cid,
-				sl->offset, sl->length);
+			rb_log_limited(&lim_timeout, q->s->target, RB_LOG_WARN,
+				       "%s: queue %u: %s cid %u offset %" PRIu64 " length %u not "
+				       "answered in time; failing it with EIO (slot stays reserved)",
+				       q->s->target, q->qid, rb_opcode_name(sl->opcode), sl->cid,
+				       sl->offset, sl->length);
 			if (!q->stalled) {
 				q->stalled = true;
 				rb_warn("%s: queue %u: target not answering; requests that find no "
@@ -634,8 +664,9 @@ void ini_queue_tick(struct ini_queue *q, uint64_t now)
 	while (!rb_fifo_empty(&q->waiters) && now >= q->waiters.head->deadline_ms) {
 		struct rb_slot_waiter *w = waiter_pop(q);
 
-		rb_warn("%s: queue %u: no free command slot within %u ms", q->s->target, q->qid,
-			q->timeout_ms);
+		rb_log_limited(&lim_no_slot, q->s->target, RB_LOG_WARN,
+			       "%s: queue %u: no free command slot within %u ms", q->s->target,
+			       q->qid, q->timeout_ms);
 		w->fn(w, -ETIMEDOUT);
 	}
 }
@@ -701,6 +732,8 @@ static int reissue(struct ini_queue *q, struct rb_slot *sl, uint64_t deadline)
 
 int ini_queue_reissue_all(struct ini_queue *q, uint64_t deadline, uint32_t *n)
 {
+	uint64_t now = rb_now_ms();
+	unsigned int expired = 0;
 	int ret;
 
 	*n = 0;
@@ -718,6 +751,18 @@ int ini_queue_reissue_all(struct ini_queue *q, uint64_t deadline, uint32_t *n)
 			slot_maybe_free(q, sl);
 			continue;
 		}
+		if (now >= sl->give_up_ms) {
+			/* Sent and lost again and again: it fails, the session goes on. */
+			struct rb_io *io = sl->io;
+
+			sl->resp_pending = false;
+			sl->io = NULL;
+			q->nr_inflight--;
+			io_chunk_done(io, -EIO, 0, 0);
+			slot_maybe_free(q, sl);
+			expired++;
+			continue;
+		}
 		ret = reissue(q, sl, deadline);
 		if (ret) {
 			rb_err("%s: queue %u: re-issue cid %u: %s", q->s->target, q->qid, sl->cid,
@@ -726,5 +771,10 @@ int ini_queue_reissue_all(struct ini_queue *q, uint64_t deadline, uint32_t *n)
 		}
 		(*n)++;
 	}
+	if (expired)
+		rb_log_limited(&lim_expired, q->s->target, RB_LOG_WARN,
+			       "%s: queue %u: %u commands unanswered for their timeout + "
+			       "ctrl-loss-tmo across reconnects; failed with EIO instead of re-issued",
+			       q->s->target, q->qid, expired);
 	return 0;
 }

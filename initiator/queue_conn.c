@@ -15,6 +15,10 @@
 
 #include "initiator.h"
 #include "log.h"
+#include "log_limit.h"
+
+/* A target that breaks every session could make reconnect lines at will. */
+static struct rb_log_limit reconnected = RB_LOG_LIMIT_INIT("queue reconnected", RB_LOG_INFO);
 
 static int reg(struct ini_queue *q, void *addr, size_t len, unsigned int access,
 	       struct rb_mr **out, const char *what)
@@ -315,8 +319,15 @@ int ini_queue_connect(struct ini_queue *q, struct ini_session *s, struct ini_rea
 	ret = ini_reactor_add_queue(r, &q->rq);
 	if (ret)
 		return ret;
-	rb_info("%s: queue %u connected (peer %s, qp %u, depth %u, in-capsule %u, reactor %d)",
-		s->target, q->qid, q->peer, q->qpn, q->depth, q->incapsule, r->id);
+#define CONNECTED_FMT "%s: queue %u connected (peer %s, qp %u, depth %u, in-capsule %u, reactor %d)"
+	/* A reconnect's admin queue: as often as a target breaks sessions. */
+	if (atomic_load(&s->recovering))
+		rb_log_limited(&reconnected, s->target, RB_LOG_INFO, CONNECTED_FMT, s->target,
+			       q->qid, q->peer, q->qpn, q->depth, q->incapsule, r->id);
+	else
+		rb_info(CONNECTED_FMT, s->target, q->qid, q->peer, q->qpn, q->depth, q->incapsule,
+			r->id);
+#undef CONNECTED_FMT
 	return 0;
 }
 
@@ -345,8 +356,9 @@ int ini_queue_reconnect(struct ini_queue *q, const struct ini_queue_cfg *cfg)
 	ret = ini_queue_reissue_all(q, deadline, &n);
 	if (ret)
 		return ret;
-	rb_info("%s: queue %u reconnected (peer %s, qp %u); %u commands re-issued", q->s->target,
-		q->qid, q->peer, q->qpn, n);
+	rb_log_limited(&reconnected, q->s->target, RB_LOG_INFO,
+		       "%s: queue %u reconnected (peer %s, qp %u); %u commands re-issued",
+		       q->s->target, q->qid, q->peer, q->qpn, n);
 	return 0;
 }
 

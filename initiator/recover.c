@@ -36,6 +36,7 @@
 #include "deadline.h"
 #include "initiator.h"
 #include "log.h"
+#include "log_limit.h"
 
 /* Bound for flushing the old connections' work requests. */
 #define REC_QUIESCE_MS 10000u
@@ -168,20 +169,35 @@ static bool rec_stopping(struct ini_session *s)
 	return stop;
 }
 
+/* A target that breaks every session it is given could make these lines at
+ * will: rate-limited, the target URI naming the peer. */
+static struct rb_log_limit lim_lost = RB_LOG_LIMIT_INIT("session lost", RB_LOG_ERR);
+static struct rb_log_limit lim_retry = RB_LOG_LIMIT_INIT("reconnect attempt failed",
+							 RB_LOG_WARN);
+static struct rb_log_limit lim_back = RB_LOG_LIMIT_INIT("session re-established", RB_LOG_INFO);
+
 static void recover(struct ini_session *s)
 {
 	uint64_t start = rb_now_ms(), deadline = start + s->p.ctrl_loss_tmo_ms;
 	unsigned int attempts = 0;
 	bool ok;
 
-	rb_err("%s: session %016" PRIx64 " (export '%s') lost; reconnecting every %u ms for up "
-	       "to %u ms, I/O waits meanwhile",
-	       s->target, s->info.session_id, s->p.export_name, s->p.reconnect_delay_ms,
-	       s->p.ctrl_loss_tmo_ms);
+	rb_log_limited(&lim_lost, s->target, RB_LOG_ERR,
+		       "%s: session %016" PRIx64 " (export '%s') lost; reconnecting every %u ms "
+		       "for up to %u ms, I/O waits meanwhile",
+		       s->target, s->info.session_id, s->p.export_name, s->p.reconnect_delay_ms,
+		       s->p.ctrl_loss_tmo_ms);
 	park_reactors(s);
 	ok = quiesce(s);
 	if (!ok)
 		rb_err("%s: the lost connections' work requests never completed", s->target);
+	/*
+	 * Lost again within reconnect_delay_ms of the last recovery: a target
+	 * that breaks each session at once would otherwise have us reconnect in
+	 * a tight loop.  Wait as between failed attempts.
+	 */
+	if (ok && s->rec_ok_ms && start < s->rec_ok_ms + s->p.reconnect_delay_ms)
+		ok = rec_sleep(s, (uint32_t)(s->rec_ok_ms + s->p.reconnect_delay_ms - start));
 	while (ok && !rec_stopping(s)) {
 		int ret;
 
@@ -195,8 +211,10 @@ static void recover(struct ini_session *s)
 			rb_err("%s: no reconnect within %u ms (%u attempts, last: %s)", s->target,
 			       s->p.ctrl_loss_tmo_ms, attempts, strerror(-ret));
 		} else if (ok) {
-			rb_warn("%s: reconnect attempt %u failed: %s; next in %u ms", s->target,
-				attempts, strerror(-ret), s->p.reconnect_delay_ms);
+			rb_log_limited(&lim_retry, s->target, RB_LOG_WARN,
+				       "%s: reconnect attempt %u failed: %s; next in %u ms",
+				       s->target, attempts, strerror(-ret),
+				       s->p.reconnect_delay_ms);
 			ok = rec_sleep(s, s->p.reconnect_delay_ms);
 		}
 	}
@@ -204,9 +222,11 @@ static void recover(struct ini_session *s)
 		atomic_store(&s->recovering, false);
 		for (unsigned int i = 0; i < s->nr_queues; i++)
 			requeue_waiters(&s->queues[i]);
-		rb_info("%s: session %016" PRIx64 " re-established after %" PRIu64
-			" ms (%u attempts); I/O resumes",
-			s->target, s->info.session_id, rb_now_ms() - start, attempts);
+		s->rec_ok_ms = rb_now_ms();
+		rb_log_limited(&lim_back, s->target, RB_LOG_INFO,
+			       "%s: session %016" PRIx64 " re-established after %" PRIu64
+			       " ms (%u attempts); I/O resumes",
+			       s->target, s->info.session_id, s->rec_ok_ms - start, attempts);
 	} else {
 		/* Everything kept for re-issue fails now (the reactors reap it). */
 		pthread_mutex_lock(&s->rec_lock);

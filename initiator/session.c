@@ -17,6 +17,7 @@
 #include "checked.h"
 #include "initiator.h"
 #include "log.h"
+#include "log_limit.h"
 
 /* ---- accessors ----------------------------------------------------------- */
 
@@ -28,6 +29,11 @@ const struct rb_export_info *rb_session_info(const struct ini_session *s)
 const char *rb_session_target(const struct ini_session *s)
 {
 	return s->target;
+}
+
+bool rb_session_recovering(const struct ini_session *s)
+{
+	return atomic_load(&s->recovering);
 }
 
 unsigned int rb_session_nr_queues(const struct ini_session *s)
@@ -99,15 +105,17 @@ static int admin_sync(struct ini_session *s, struct rb_slot *sl, uint8_t op, uin
 
 static void ka_done(struct rb_io *io, int err)
 {
+	static struct rb_log_limit ka_failed = RB_LOG_LIMIT_INIT("keep-alive failed", RB_LOG_ERR);
 	struct ini_session *s = rb_container_of(io, struct ini_session, ka_io);
 
 	s->ka_busy = false;
 	rb_queue_slots_put(&s->admin, 1, &s->ka_slot);
 	s->ka_next_ms = rb_now_ms() + s->ka_ms / 2;
 	if (err && !s->admin.dead && !s->closing) {
-		rb_err("%s: keep-alive failed: %s", s->target,
-		       io->status ? rb_status_name(io->status) :
-				    "no answer within the keep-alive timeout");
+		rb_log_limited(&ka_failed, s->target, RB_LOG_ERR, "%s: keep-alive failed: %s",
+			       s->target,
+			       io->status ? rb_status_name(io->status) :
+					    "no answer within the keep-alive timeout");
 		ini_queue_fail(&s->admin, "keep-alive failed");
 	}
 }
@@ -118,6 +126,11 @@ static void session_tick(void *arg, uint64_t now)
 	struct ini_session *s = arg;
 	int ret;
 
+	/* Summaries of rate-limited lines, also once a flood has stopped. */
+	if (now >= s->log_flush_ms + 1000) {
+		s->log_flush_ms = now;
+		rb_log_limits_flush();
+	}
 	if (!s->ka_ms || !s->connected || s->closing || s->ka_busy || s->admin.dead ||
 	    now < s->ka_next_ms)
 		return;

@@ -125,6 +125,8 @@ void rb_session_close(struct ini_session *s);
 const struct rb_export_info *rb_session_info(const struct ini_session *s);
 /* "tcp://HOST:PORT", for messages. */
 const char *rb_session_target(const struct ini_session *s);
+/* Any thread: a reconnect is in progress (the reactors are parked). */
+bool rb_session_recovering(const struct ini_session *s);
 unsigned int rb_session_nr_queues(const struct ini_session *s);
 /* I/O queue i (0-based; its qid is i + 1). */
 struct ini_queue *rb_session_queue(struct ini_session *s, unsigned int i);
@@ -150,6 +152,10 @@ struct rb_slot {
 	struct ini_queue *q;
 	struct rb_io *io; /* owner while its command is outstanding */
 	uint64_t deadline_ms;
+	/* A reconnect re-issues it only before this (its first deadline +
+	 * ctrl-loss-tmo), so a target that breaks every session it is given
+	 * cannot keep it waiting for ever. */
+	uint64_t give_up_ms;
 	uint64_t offset; /* command as sent: kept for logs and a later re-issue */
 	uint32_t length;
 	uint8_t opcode;
