@@ -98,6 +98,7 @@ struct rb_target_conf {
 #define RB_TOPT_RETRY_MAX 7
 #define RB_TOPT_CONNECT_TIMEOUT_MIN 100
 #define RB_TOPT_CONNECT_TIMEOUT_MAX 600000
+#define RB_TOPT_MAX_HALF_OPEN_MAX 65536
 
 /* One [attach NAME] section, equivalent to the initiator's flags. */
 struct rb_attach_conf {
