@@ -12,18 +12,20 @@
 
 #include "checked.h"
 #include "log.h"
+#include "log_limit.h"
 #include "target.h"
 
 #define ADMIN_DEPTH 16
 
 static void reject(const struct tgt_conn_msg *m, uint16_t reason)
 {
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("rejected connections", RB_LOG_WARN);
 	struct rb_cm_rej rej = rb_cm_rej_make(reason);
 	char peer[128];
 
 	m->ops->conn_peer(m->conn, peer, sizeof(peer));
-	rb_warn("%s peer %s: connection for queue %u rejected: %s", m->ops->name, peer,
-		rb_from_le16(m->req.qid), rb_reject_name(reason));
+	rb_log_limited(&lim, peer, RB_LOG_WARN, "%s peer %s: connection for queue %u rejected: %s",
+		       m->ops->name, peer, rb_from_le16(m->req.qid), rb_reject_name(reason));
 	m->ops->reject(m->conn, &rej, sizeof(rej));
 }
 
@@ -86,11 +88,16 @@ static int queue_alloc(struct tgt_queue *q)
 	/* In-capsule data is an optimisation: a queue that finds the pool
 	 * short still connects, and its writes go by RDMA READ instead. */
 	if (q->incapsule && r->incap.nfree < q->depth) {
-		rb_warn("%s peer %s: queue %u: %u of the reactor's %u in-capsule buffers free, "
-			"%u needed: this queue gets no in-capsule writes (raise buffers = %u to "
-			"give more)",
-			ops->name, q->peer, q->qid, r->incap.nfree, r->incap.count, q->depth,
-			r->t->conf.buffers);
+		static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("queues without in-capsule "
+								   "buffers",
+								   RB_LOG_WARN);
+
+		rb_log_limited(&lim, q->peer, RB_LOG_WARN,
+			       "%s peer %s: queue %u: %u of the reactor's %u in-capsule buffers "
+			       "free, %u needed: this queue gets no in-capsule writes (raise "
+			       "buffers = %u to give more)",
+			       ops->name, q->peer, q->qid, r->incap.nfree, r->incap.count, q->depth,
+			       r->t->conf.buffers);
 		q->incapsule = 0;
 	}
 	q->recv_data = q->incapsule;
@@ -340,13 +347,17 @@ bool tgt_queue_check_transfers(struct tgt_queue *q)
 		    (req->state != REQ_TRANSFER_FROM_HOST && req->state != REQ_COMPLETING))
 			continue;
 		if (age >= limit) {
-			rb_warn("queue %u (peer %s, qp %u): %s cid %u: the host did not complete "
-				"the %s within transfer-timeout (%u ms); closing the queue to free "
-				"its buffers",
-				q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
-				rb_from_le16(req->cmd.cid),
-				req->state == REQ_COMPLETING ? "response" : "data transfer",
-				r->t->conf.transfer_timeout_ms);
+			static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("transfer timeouts",
+									   RB_LOG_WARN);
+
+			rb_log_limited(&lim, q->peer, RB_LOG_WARN,
+				       "queue %u (peer %s, qp %u): %s cid %u: the host did not "
+				       "complete the %s within transfer-timeout (%u ms); closing the "
+				       "queue to free its buffers",
+				       q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
+				       rb_from_le16(req->cmd.cid),
+				       req->state == REQ_COMPLETING ? "response" : "data transfer",
+				       r->t->conf.transfer_timeout_ms);
 			tgt_queue_fail(q, "transfer timeout");
 			return false;
 		}
