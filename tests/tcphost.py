@@ -91,8 +91,8 @@ def reply(rh, flags=0, nh=bytes(32)):
 
 class Host:
     def __init__(self, port, qid=0, depth=16, session=0, addr="127.0.0.1", timeout=5,
-                 nonce=bytes(32)):
-        self.s = socket.create_connection((addr, port))
+                 nonce=bytes(32), src=None):
+        self.s = socket.create_connection((addr, port), source_address=(src, 0) if src else None)
         self.s.settimeout(timeout)
         self.rx = 0  # SEND + WRITE frames received: our ack
         self.tag = 1
