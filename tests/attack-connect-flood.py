@@ -13,6 +13,7 @@ SIGTERM or SIGINT end it early.  Prints one summary line at the end; exits
 import argparse
 import errno
 import os
+import resource
 import selectors
 import signal
 import socket
@@ -38,6 +39,10 @@ def main():
     ap.add_argument("--mode", choices=MODES + ("mixed",), default="mixed")
     a = ap.parse_args()
     sources = [s for s in a.sources.split(",") if s]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = len(sources) * a.sockets + 64
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
     sel = selectors.DefaultSelector()
     stats = {m: 0 for m in MODES}
     stats.update(closed=0, failed=0)
@@ -48,7 +53,11 @@ def main():
         nonlocal nxt
         mode = a.mode if a.mode != "mixed" else MODES[nxt % 3]
         nxt += 1
-        s = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        try:
+            s = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        except OSError:  # out of descriptors: wait for the target to close some
+            stats["failed"] += 1
+            return False
         s.setblocking(False)
         try:
             s.bind((src, 0))
