@@ -17,6 +17,7 @@ import resource
 import selectors
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -27,6 +28,7 @@ HELLO_BYTES = HDR.pack(HELLO, 0, 0, len(cm_req2()), 0, 0, 0, HELLO_MAGIC) + cm_r
 PARTIAL = 20  # bytes of a valid HELLO header: type, flags, length, ack, rkey
 GARBAGE = b"GET / HTTP/1.0\r\n\r\n"
 MODES = ("silent", "partial", "garbage")
+LINGER0 = struct.pack("ii", 1, 0)
 
 
 def main():
@@ -59,6 +61,9 @@ def main():
             stats["failed"] += 1
             return False
         s.setblocking(False)
+        # Close with a reset: a TIME_WAIT left on SRC:port would keep other
+        # programs from binding the any address to that port.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER0)
         try:
             s.bind((src, 0))
             rc = s.connect_ex((a.host, a.port))

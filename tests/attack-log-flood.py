@@ -21,6 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tcphost import (ACK, ACK_REQ, HDR, HELLO, HELLO_ACCEPT, HELLO_MAGIC, RB_MAGIC, SEND,  # noqa: E402
                      SGL_NONE, WRITE, Host, capsule, cm_req2)
 
+# Sockets close with a reset: a TIME_WAIT left on SRC:port would keep other
+# programs from binding the any address to that port.
+LINGER0 = struct.pack("ii", 1, 0)
 BAD_OPCODE = 0x7F
 DEPTH = 16  # the admin queue's
 
@@ -28,6 +31,7 @@ DEPTH = 16  # the admin queue's
 def flood_capsules(a, deadline):
     """Send a.capsules rejected capsules, DEPTH at a time; (sent, answered)."""
     h = Host(a.port, addr=a.host, timeout=10, src=a.src)
+    h.s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER0)
     s, rx, tag, buf = h.s, 0, 1, b""
     sent = answered = 0
     caps = [capsule(BAD_OPCODE, cid, sgl=SGL_NONE) for cid in range(DEPTH)]
@@ -77,6 +81,7 @@ def drop_one(a, kind):
     """One connection the target drops or refuses; True once it did."""
     s = socket.create_connection((a.host, a.port), timeout=10,
                                  source_address=(a.src, 0) if a.src else None)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER0)
     try:
         if kind == 0:  # closed before HELLO
             return True

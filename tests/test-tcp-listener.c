@@ -133,15 +133,22 @@ static void test_listener_robust(struct rb_listener *l)
 
 static const uint8_t hello_hdr[32] = { 1, [24] = 0x01, 0, 0, 0x50, 0x43, 0x54, 0x42, 0x52 };
 
-/* A connection from 127.0.0.src (loopback holds all of 127/8). */
+/*
+ * A connection from 127.0.0.src (loopback holds all of 127/8).  It closes
+ * with a reset: a TIME_WAIT left on 127.0.0.src:port would make a later
+ * bind of the any address to that port fail (free_port only checks
+ * 127.0.0.1).
+ */
 static int raw_connect_from(int src)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(lep.port) };
 	struct sockaddr_in me = { .sin_family = AF_INET };
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (fd < 0)
 		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	me.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)src);
 	inet_pton(AF_INET, lep.host, &sa.sin_addr);
 	if (bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
