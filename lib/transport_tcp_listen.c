@@ -6,8 +6,8 @@
  * the listener's own epoll set (that is listener_fd) until their HELLO has
  * fully arrived; listener_get returns -EAGAIN meanwhile.  A socket whose
  * HELLO is not complete within TCP_HELLO_TIMEOUT_MS (TCP_HELLO_TIMEOUT_SHORT_MS
- * while the table of them is 3/4 full) is closed when a timerfd in the same
- * set fires.  A connect flood must not crowd out honest peers: a HELLO that
+ * while the table of them is 3/4 full, for sources holding several) is closed
+ * when a timerfd in the same set fires.  A connect flood must not crowd out honest peers: a HELLO that
  * came with the connection takes no slot; one source address (an IPv6 /64)
  * holds at most a quarter of opts.max_half_open and, at its share, loses
  * its own oldest; a full table drops from the source holding the most; a
@@ -269,11 +269,12 @@ static void src_del(struct tcp_listener *l, uint64_t key)
 	l->src[i].n = 0;
 }
 
-/* The source with the most half-open connections (the table is full). */
+/* The source with the most half-open connections (the table is full); 0
+ * when none holds more than one. */
 static uint64_t src_hog(const struct tcp_listener *l)
 {
 	uint64_t key = 0;
-	unsigned int most = 0;
+	unsigned int most = 1;
 
 	for (size_t i = 0; i <= l->src_mask; i++)
 		if (l->src[i].key && l->src[i].n > most) {
@@ -283,14 +284,38 @@ static uint64_t src_hog(const struct tcp_listener *l)
 	return key;
 }
 
-static bool under_pressure(const struct tcp_listener *l)
+/* Half-open connections one source address may hold. */
+static unsigned int src_share(const struct tcp_listener *l)
 {
-	return (uint64_t)l->half.n * 4 >= (uint64_t)l->max * 3;
+	return l->max / 4 ? l->max / 4 : 1;
 }
 
-static unsigned int hello_timeout_ms(const struct tcp_listener *l)
+/*
+ * c's HELLO deadline in ms: short while the table is 3/4 full, for sources
+ * that hold several half-open connections.  An honest host has one or two
+ * pending at a time, and on a loaded machine may take a while to send its
+ * HELLO; a flood needs many.
+ */
+static unsigned int hello_timeout_ms(const struct tcp_listener *l, const struct tcp_conn *c)
 {
-	return under_pressure(l) ? TCP_HELLO_TIMEOUT_SHORT_MS : TCP_HELLO_TIMEOUT_MS;
+	bool pressure = (uint64_t)l->half.n * 4 >= (uint64_t)l->max * 3;
+	unsigned int several = src_share(l) < TCP_HELLO_SHORT_FROM ? src_share(l) :
+								    TCP_HELLO_SHORT_FROM;
+
+	return pressure && src_count(l, c->src) >= several ?
+		       TCP_HELLO_TIMEOUT_SHORT_MS :
+		       TCP_HELLO_TIMEOUT_MS;
+}
+
+/* The peer's address without the port: log lines are limited per source,
+ * so that a flood from one cannot use up the lines about another. */
+static const char *log_key(const struct tcp_conn *c, char *buf, size_t len)
+{
+	const char *colon = strrchr(c->peer, ':');
+
+	snprintf(buf, len, "%.*s", colon ? (int)(colon - c->peer) : (int)strlen(c->peer),
+		 c->peer);
+	return buf;
 }
 
 static void half_unlink(struct tcp_listener *l, struct tcp_conn *c)
@@ -307,15 +332,21 @@ static void half_unlink(struct tcp_listener *l, struct tcp_conn *c)
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 }
 
-/* Due when the oldest connection's deadline passes (the list is in accept
- * order; the deadline in force depends on how full the table is). */
+/* Due at the earliest deadline.  The list is in accept order and no
+ * deadline is shorter than the short one, so the walk stops early. */
 static void arm_timer(struct tcp_listener *l)
 {
+	const uint64_t short_ns = TCP_HELLO_TIMEOUT_SHORT_MS * 1000000ull;
 	struct itimerspec its = { 0 };
+	uint64_t due = UINT64_MAX;
 
-	if (l->half.head) {
-		uint64_t due = l->half.head->accepted_ns + hello_timeout_ms(l) * 1000000ull;
+	for (struct tcp_conn *c = l->half.head; c && c->accepted_ns + short_ns < due; c = c->next) {
+		uint64_t d = c->accepted_ns + hello_timeout_ms(l, c) * 1000000ull;
 
+		if (d < due)
+			due = d;
+	}
+	if (due != UINT64_MAX) {
 		its.it_value.tv_sec = (time_t)(due / 1000000000ull);
 		its.it_value.tv_nsec = (long)(due % 1000000000ull);
 	}
@@ -326,22 +357,26 @@ static void arm_timer(struct tcp_listener *l)
 static void expire(struct tcp_listener *l)
 {
 	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("tcp: no HELLO in time", RB_LOG_WARN);
+	const uint64_t short_ns = TCP_HELLO_TIMEOUT_SHORT_MS * 1000000ull;
 	uint64_t now = rb_clock_ns(), v;
+	struct tcp_conn *c, *next;
+	char key[80];
 
 	if (read(l->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		rb_err("tcp: listener timer read: %s", strerror(errno));
-	while (l->half.head) {
-		struct tcp_conn *c = l->half.head;
-		unsigned int ms = hello_timeout_ms(l);
+	for (c = l->half.head; c && c->accepted_ns + short_ns <= now; c = next) {
+		unsigned int ms = hello_timeout_ms(l, c);
 
+		next = c->next;
 		if (c->accepted_ns + ms * 1000000ull > now)
-			break;
-		rb_log_limited(&lim, c->peer, RB_LOG_WARN,
+			continue;
+		rb_log_limited(&lim, log_key(c, key, sizeof(key)), RB_LOG_WARN,
 			       "tcp %s: no HELLO within %u ms (%zu bytes of it), closing%s", c->peer,
 			       ms, c->cm_got,
-			       ms < TCP_HELLO_TIMEOUT_MS ?
-				       " (shorter deadline: the half-open table is nearly full)" :
-				       "");
+			       ms < TCP_HELLO_TIMEOUT_MS ? " (shorter deadline: the half-open table "
+							   "is nearly full and this address holds "
+							   "several)" :
+							   "");
 		half_unlink(l, c);
 		half_free(c);
 	}
@@ -400,12 +435,15 @@ static void hello_failed(struct tcp_conn *c, int err)
 	static struct rb_log_limit gone = RB_LOG_LIMIT_INIT("tcp: closed before HELLO",
 							    RB_LOG_INFO);
 
+	char key[80];
+
 	if (err == -EPROTO)
-		rb_log_limited(&bad, c->peer, RB_LOG_WARN,
+		rb_log_limited(&bad, log_key(c, key, sizeof(key)), RB_LOG_WARN,
 			       "tcp %s: bad HELLO: not an rdmablk tcp peer (%zu bytes read)",
 			       c->peer, c->cm_got);
 	else
-		rb_log_limited(&gone, c->peer, RB_LOG_INFO, "tcp %s: closed before HELLO: %s",
+		rb_log_limited(&gone, log_key(c, key, sizeof(key)), RB_LOG_INFO,
+			       "tcp %s: closed before HELLO: %s",
 			       c->peer, strerror(-err));
 	half_free(c);
 }
@@ -440,15 +478,16 @@ static void make_room(struct tcp_listener *l, uint64_t src)
 {
 	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("tcp: half-open connection dropped",
 							   RB_LOG_WARN);
-	unsigned int share = l->max / 4 ? l->max / 4 : 1, mine = src_count(l, src);
+	unsigned int share = src_share(l), mine = src_count(l, src);
 	struct tcp_conn *c;
+	char key[80];
 	uint64_t from;
 	int ret;
 
 	if (mine >= share)
 		from = src;
 	else if (l->half.n >= l->max)
-		from = src_hog(l);
+		from = src_hog(l); /* 0 when every source holds one: any */
 	else
 		return;
 	c = pick_victim(l, from);
@@ -464,7 +503,7 @@ static void make_room(struct tcp_listener *l, uint64_t src)
 		hello_failed(c, ret);
 		return;
 	}
-	rb_log_limited(&lim, c->peer, RB_LOG_WARN,
+	rb_log_limited(&lim, log_key(c, key, sizeof(key)), RB_LOG_WARN,
 		       "tcp %s: too many connections without HELLO (%u from this address, share "
 		       "%u of %u): closing this one (%zu bytes of HELLO so far)",
 		       c->peer, src_count(l, c->src) + 1, share, l->max, c->cm_got);

@@ -38,9 +38,11 @@
 #define TCP_PRIV_REJECT_MAX 148
 #define TCP_PRIV_MAX TCP_PRIV_ACCEPT_MAX
 #define TCP_HELLO_TIMEOUT_MS 1000
-/* HELLO deadline while the half-open table is 3/4 full: an honest peer
- * sends its HELLO with the connection, a flood's sockets never do. */
+/* HELLO deadline while the half-open table is 3/4 full, for sources that
+ * hold at least TCP_HELLO_SHORT_FROM of them: an honest peer sends its HELLO
+ * with the connection, a flood's sockets never do. */
 #define TCP_HELLO_TIMEOUT_SHORT_MS 250
+#define TCP_HELLO_SHORT_FROM 4
 #define TCP_RESP_PAUSE 1024 /* queued READ_RESP frames that pause receiving */
 #define TCP_CHUNK 32 /* work requests added to a pool at a time */
 
