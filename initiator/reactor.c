@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "reactor.h"
 #include "log.h"
+#include "log_limit.h"
 #include "thread.h"
 
 #define EV_BATCH 64
@@ -162,6 +163,9 @@ static void tick(struct ini_reactor *r)
 		r->queues[i]->ops->tick(r->queues[i], now);
 	if (r->tick_fn)
 		r->tick_fn(r->tick_arg, now);
+	/* Sum up rate-limited log lines of a flood that stopped. */
+	if (r->id == 0)
+		rb_log_limits_flush();
 	if (r->cq && r->ops->domain_lost(r->domain))
 		r->domain_lost = true;
 }

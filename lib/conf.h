@@ -109,6 +109,7 @@ struct rb_target_conf {
 #define RB_TOPT_CONNECT_TIMEOUT_MAX 600000
 /* max-connections and the other connection/session limits. */
 #define RB_MAX_CONNECTIONS 1048576u
+#define RB_TOPT_MAX_HALF_OPEN_MAX 65536
 
 /* One [attach NAME] section, equivalent to the initiator's flags. */
 struct rb_attach_conf {

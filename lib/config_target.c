@@ -36,6 +36,8 @@ const struct key_desc rb_conf_target_keys[] = {
 	NUM(struct rb_target_conf, "discovery-timeout", discovery_timeout_ms, K_U32, 1000, 600000),
 	{ "log-level", K_LOG_LEVEL, offsetof(struct rb_target_conf, log_level), 0, 0, 0, 0, NULL },
 	TOPTS(struct rb_target_conf),
+	NUM(struct rb_target_conf, "max-half-open", topts.max_half_open, K_INT, 1,
+	    RB_TOPT_MAX_HALF_OPEN_MAX),
 	{ .name = "auth", .type = K_AUTH, .off = offsetof(struct rb_target_conf, auth) },
 	{ .name = "auth-dhgroups", .type = K_DHGROUPS,
 	  .off = offsetof(struct rb_target_conf, auth_dhgroups) },

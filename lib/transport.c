@@ -144,4 +144,5 @@ void rb_transport_opts_init(struct rb_transport_opts *o)
 	o->busy_poll = 0;
 	o->poll_us = RB_POLL_US_DEFAULT;
 	o->connect_timeout_ms = 5000;
+	o->max_half_open = RB_MAX_HALF_OPEN_DEFAULT;
 }

@@ -118,6 +118,10 @@ struct rb_transport_opts {
 	int poll_us; /* reactor polls this long after work before sleeping */
 #define RB_POLL_US_DEFAULT 50 /* at low depth only: lib/spin.h */
 	int connect_timeout_ms;
+	/* Passive side: connections accepted whose handshake has not arrived
+	 * yet (tcp HELLO); a quarter of it per source address. */
+	int max_half_open;
+#define RB_MAX_HALF_OPEN_DEFAULT 128
 };
 
 /* A transport endpoint: host and port as text, resolved by the transport. */

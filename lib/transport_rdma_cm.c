@@ -28,6 +28,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "log_limit.h"
 #include "transport_rdma_priv.h"
 
 #define IB_CM_REJ_CONSUMER_DEFINED 28
@@ -379,6 +380,13 @@ out_fail:
 
 /* ---- teardown and CM events on the CQ's channel ---------------------------------- */
 
+/* Events a peer can cause at will: rate-limited. */
+static struct rb_log_limit setup_failed_log = RB_LOG_LIMIT_INIT("rdma: failed connection setups",
+								RB_LOG_WARN);
+static struct rb_log_limit unknown_conn = RB_LOG_LIMIT_INIT("rdma: CM events for unknown "
+							    "connections",
+							    RB_LOG_WARN);
+
 void rd_disconnect(struct rb_conn *rc)
 {
 	struct rd_conn *c = to_rconn(rc);
@@ -429,8 +437,8 @@ void rd_cm_event(struct rd_cq *cq, struct rdma_cm_event *ev)
 
 	rdma_ack_cm_event(ev);
 	if (!c) {
-		rb_warn("rdma %s: %s for an unknown connection", cq->dom->name,
-			rdma_event_str(type));
+		rb_log_limited(&unknown_conn, NULL, RB_LOG_WARN, "rdma %s: %s for an unknown connection",
+			       cq->dom->name, rdma_event_str(type));
 		return;
 	}
 	switch (type) {
@@ -460,8 +468,9 @@ void rd_cm_event(struct rd_cq *cq, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
-		rb_warn("rdma %s: qp %u: connection setup failed: %s (status %d)", c->peer, c->qpn,
-			rdma_event_str(type), status);
+		rb_log_limited(&setup_failed_log, c->peer, RB_LOG_WARN,
+			       "rdma %s: qp %u: connection setup failed: %s (status %d)", c->peer,
+			       c->qpn, rdma_event_str(type), status);
 		rd_disconnect(&c->pub);
 		break;
 	default:

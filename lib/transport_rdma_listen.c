@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "log_limit.h"
 #include "transport_rdma_priv.h"
 
 static void lst_hold(struct rd_listener *l)
@@ -337,9 +338,14 @@ int rd_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **p
 		}
 		if (ev->id && ev->id->context) {
 			/* A request not accepted yet: accept will fail it. */
+			static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("rdma: requests died "
+									   "before accept",
+									   RB_LOG_WARN);
+
 			c = ev->id->context;
-			rb_warn("rdma %s: request died before accept: %s", c->peer,
-				rdma_event_str(ev->event));
+			rb_log_limited(&lim, c->peer, RB_LOG_WARN,
+				       "rdma %s: request died before accept: %s", c->peer,
+				       rdma_event_str(ev->event));
 			if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
 				rd_dom_lose(c->dom, "DEVICE_REMOVAL event");
 			__atomic_store_n(&c->lost, 1, __ATOMIC_RELEASE);

@@ -17,6 +17,7 @@
 
 #include "checked.h"
 #include "log.h"
+#include "log_limit.h"
 #include "transport_tcp_priv.h"
 
 #define TCP_IOV_MAX (IOV_MAX < 1024 ? IOV_MAX : 1024)
@@ -151,7 +152,11 @@ void tcp_tx_progress(struct tcp_conn *c)
 				c->want_out = true;
 				break;
 			}
-			rb_info("tcp %s: send: %s", c->peer, strerror(errno));
+			static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("tcp: send errors",
+									   RB_LOG_INFO);
+
+			rb_log_limited(&lim, c->peer, RB_LOG_INFO, "tcp %s: send: %s", c->peer,
+				       strerror(errno));
 			tcp_conn_fail(c);
 			return;
 		}

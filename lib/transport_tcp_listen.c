@@ -5,14 +5,23 @@
  * The listener never blocks: accepted sockets are non-blocking and sit in
  * the listener's own epoll set (that is listener_fd) until their HELLO has
  * fully arrived; listener_get returns -EAGAIN meanwhile.  A socket whose
- * HELLO is not complete within TCP_HELLO_TIMEOUT_MS is closed when a
- * timerfd in the same set fires.  Port 0 binds an ephemeral port (logged);
- * callers that need to know the port pick a free one themselves.
+ * HELLO is not complete within TCP_HELLO_TIMEOUT_MS (TCP_HELLO_TIMEOUT_SHORT_MS
+ * while the table of them is 3/4 full, for sources holding several) is closed
+ * when a timerfd in the same set fires.  A connect flood must not crowd out honest peers: a HELLO that
+ * came with the connection takes no slot; one source address (an IPv6 /64)
+ * holds at most a quarter of opts.max_half_open and, at its share, loses
+ * its own oldest; a full table drops from the source holding the most; a
+ * socket that sent part of a valid HELLO goes after the silent ones; and
+ * bytes that cannot start a HELLO close the socket as they arrive.
+ *
+ * Port 0 binds an ephemeral port (logged); callers that need to know the
+ * port pick a free one themselves.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +32,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "log_limit.h"
 #include "transport_tcp_priv.h"
 
 RB_FIFO_DECLARE(tcp_conn_q, struct tcp_conn);
@@ -32,6 +42,13 @@ struct tcp_listener {
 	struct tcp_domain *dom;
 	struct rb_transport_opts opts;
 	struct tcp_conn_q half; /* sockets waiting for HELLO, oldest first */
+	struct tcp_conn_q ready; /* HELLO complete, not handed out yet */
+	unsigned int max; /* opts.max_half_open */
+	struct tcp_src {
+		uint64_t key; /* 0: free */
+		unsigned int n; /* its connections in half */
+	} *src; /* open addressing, at least twice max slots */
+	size_t src_mask;
 	char name[80];
 };
 
@@ -124,7 +141,12 @@ int tcp_listen(const struct rb_endpoint *ep, const struct rb_transport_opts *opt
 		l->opts = *opts;
 	else
 		rb_transport_opts_init(&l->opts);
-	ret = tcp_dom_get(opts, &l->dom);
+	l->max = l->opts.max_half_open > 0 ? (unsigned int)l->opts.max_half_open :
+					     RB_MAX_HALF_OPEN_DEFAULT;
+	for (l->src_mask = 15; l->src_mask < 2 * (size_t)l->max; l->src_mask = l->src_mask * 2 + 1)
+		;
+	l->src = calloc(l->src_mask + 1, sizeof(*l->src));
+	ret = l->src ? tcp_dom_get(opts, &l->dom) : -ENOMEM;
 	if (ret)
 		goto out_free;
 	l->lfd = open_listen_socket(ep);
@@ -160,6 +182,7 @@ out_errno:
 out_put:
 	tcp_dom_put(l->dom);
 out_free:
+	free(l->src);
 	free(l);
 	return ret;
 }
@@ -171,6 +194,130 @@ static void half_free(struct tcp_conn *c)
 	free(c);
 }
 
+/* ---- half-open connections per source address ---------------------------- */
+
+static uint64_t src_key(const struct sockaddr *sa)
+{
+	const uint8_t *b = NULL;
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	size_t n = 0;
+
+	if (sa->sa_family == AF_INET) {
+		b = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+		n = 4;
+	} else if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		/* IPv4 peers of a dual-stack listener count as IPv4; an IPv6
+		 * peer has a /64 to pick addresses from, so that is its source. */
+		b = IN6_IS_ADDR_V4MAPPED(a) ? &a->s6_addr[12] : a->s6_addr;
+		n = IN6_IS_ADDR_V4MAPPED(a) ? 4 : 8;
+	}
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+static size_t src_home(const struct tcp_listener *l, uint64_t key)
+{
+	return (size_t)((key ^ (key >> 29)) & l->src_mask);
+}
+
+/* key's slot, or the empty slot where it would go (the table is never full). */
+static size_t src_find(const struct tcp_listener *l, uint64_t key)
+{
+	size_t i = src_home(l, key);
+
+	while (l->src[i].key && l->src[i].key != key)
+		i = (i + 1) & l->src_mask;
+	return i;
+}
+
+static unsigned int src_count(const struct tcp_listener *l, uint64_t key)
+{
+	return l->src[src_find(l, key)].n;
+}
+
+static void src_add(struct tcp_listener *l, uint64_t key)
+{
+	size_t i = src_find(l, key);
+
+	l->src[i].key = key;
+	l->src[i].n++;
+}
+
+static void src_del(struct tcp_listener *l, uint64_t key)
+{
+	size_t i = src_find(l, key), j = i;
+
+	if (!l->src[i].key || --l->src[i].n)
+		return;
+	/* Linear probing: move later entries back over the hole. */
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & l->src_mask;
+		if (!l->src[j].key)
+			break;
+		k = src_home(l, l->src[j].key);
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		l->src[i] = l->src[j];
+		i = j;
+	}
+	l->src[i].key = 0;
+	l->src[i].n = 0;
+}
+
+/* The source with the most half-open connections (the table is full); 0
+ * when none holds more than one. */
+static uint64_t src_hog(const struct tcp_listener *l)
+{
+	uint64_t key = 0;
+	unsigned int most = 1;
+
+	for (size_t i = 0; i <= l->src_mask; i++)
+		if (l->src[i].key && l->src[i].n > most) {
+			most = l->src[i].n;
+			key = l->src[i].key;
+		}
+	return key;
+}
+
+/* Half-open connections one source address may hold. */
+static unsigned int src_share(const struct tcp_listener *l)
+{
+	return l->max / 4 ? l->max / 4 : 1;
+}
+
+/*
+ * c's HELLO deadline in ms: short while the table is 3/4 full, for sources
+ * that hold several half-open connections.  An honest host has one or two
+ * pending at a time, and on a loaded machine may take a while to send its
+ * HELLO; a flood needs many.
+ */
+static unsigned int hello_timeout_ms(const struct tcp_listener *l, const struct tcp_conn *c)
+{
+	bool pressure = (uint64_t)l->half.n * 4 >= (uint64_t)l->max * 3;
+	unsigned int several = src_share(l) < TCP_HELLO_SHORT_FROM ? src_share(l) :
+								    TCP_HELLO_SHORT_FROM;
+
+	return pressure && src_count(l, c->src) >= several ?
+		       TCP_HELLO_TIMEOUT_SHORT_MS :
+		       TCP_HELLO_TIMEOUT_MS;
+}
+
+/* The peer's address without the port: log lines are limited per source,
+ * so that a flood from one cannot use up the lines about another. */
+static const char *log_key(const struct tcp_conn *c, char *buf, size_t len)
+{
+	const char *colon = strrchr(c->peer, ':');
+
+	snprintf(buf, len, "%.*s", colon ? (int)(colon - c->peer) : (int)strlen(c->peer),
+		 c->peer);
+	return buf;
+}
+
 static void half_unlink(struct tcp_listener *l, struct tcp_conn *c)
 {
 	struct tcp_conn *t, *prev = NULL;
@@ -178,19 +325,30 @@ static void half_unlink(struct tcp_listener *l, struct tcp_conn *c)
 	for (t = l->half.head; t; prev = t, t = t->next) {
 		if (t == c) {
 			rb_fifo_unlink(&l->half, prev, c);
+			src_del(l, c->src);
 			break;
 		}
 	}
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 }
 
+/* Due at the earliest deadline.  The list is in accept order and no
+ * deadline is shorter than the short one, so the walk stops early. */
 static void arm_timer(struct tcp_listener *l)
 {
+	const uint64_t short_ns = TCP_HELLO_TIMEOUT_SHORT_MS * 1000000ull;
 	struct itimerspec its = { 0 };
+	uint64_t due = UINT64_MAX;
 
-	if (l->half.head) {
-		its.it_value.tv_sec = (time_t)(l->half.head->deadline_ns / 1000000000ull);
-		its.it_value.tv_nsec = (long)(l->half.head->deadline_ns % 1000000000ull);
+	for (struct tcp_conn *c = l->half.head; c && c->accepted_ns + short_ns < due; c = c->next) {
+		uint64_t d = c->accepted_ns + hello_timeout_ms(l, c) * 1000000ull;
+
+		if (d < due)
+			due = d;
+	}
+	if (due != UINT64_MAX) {
+		its.it_value.tv_sec = (time_t)(due / 1000000000ull);
+		its.it_value.tv_nsec = (long)(due % 1000000000ull);
 	}
 	if (timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
 		rb_err("tcp: listener timer: %s", strerror(errno));
@@ -198,18 +356,158 @@ static void arm_timer(struct tcp_listener *l)
 
 static void expire(struct tcp_listener *l)
 {
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("tcp: no HELLO in time", RB_LOG_WARN);
+	const uint64_t short_ns = TCP_HELLO_TIMEOUT_SHORT_MS * 1000000ull;
 	uint64_t now = rb_clock_ns(), v;
+	struct tcp_conn *c, *next;
+	char key[80];
 
 	if (read(l->tfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		rb_err("tcp: listener timer read: %s", strerror(errno));
-	while (l->half.head && l->half.head->deadline_ns <= now) {
-		struct tcp_conn *c = l->half.head;
+	for (c = l->half.head; c && c->accepted_ns + short_ns <= now; c = next) {
+		unsigned int ms = hello_timeout_ms(l, c);
 
-		rb_warn("tcp %s: no HELLO within %d ms, closing", c->peer, TCP_HELLO_TIMEOUT_MS);
+		next = c->next;
+		if (c->accepted_ns + ms * 1000000ull > now)
+			continue;
+		rb_log_limited(&lim, log_key(c, key, sizeof(key)), RB_LOG_WARN,
+			       "tcp %s: no HELLO within %u ms (%zu bytes of it), closing%s", c->peer,
+			       ms, c->cm_got,
+			       ms < TCP_HELLO_TIMEOUT_MS ? " (shorter deadline: the half-open table "
+							   "is nearly full and this address holds "
+							   "several)" :
+							   "");
 		half_unlink(l, c);
 		half_free(c);
 	}
 	arm_timer(l);
+}
+
+/* The bytes of a HELLO header received so far match what a HELLO has there. */
+static bool hello_prefix_ok(const struct tcp_conn *c)
+{
+	const size_t moff = offsetof(struct tcp_hdr, addr);
+	uint64_t m = htole64(TCP_HELLO_MAGIC);
+	uint8_t magic[8];
+
+	if (c->cm_got >= 1 && c->cm_buf[0] != F_HELLO)
+		return false;
+	memcpy(magic, &m, sizeof(magic));
+	for (size_t i = moff; i < c->cm_got && i < moff + sizeof(magic); i++)
+		if (c->cm_buf[i] != magic[i - moff])
+			return false;
+	return true;
+}
+
+/* Read exactly the HELLO, never past it: 0 when complete, -EAGAIN, or error.
+ * Each byte is checked as it comes, so garbage is closed at once. */
+static int hello_progress(struct tcp_conn *c)
+{
+	const struct tcp_hdr *h = (const struct tcp_hdr *)c->cm_buf;
+	ssize_t n;
+
+	for (;;) {
+		size_t want = c->cm_got < TCP_HDR_SIZE ? TCP_HDR_SIZE : TCP_HDR_SIZE + c->cm_len;
+
+		if (c->cm_got >= TCP_HDR_SIZE && c->cm_got == want)
+			return 0;
+		n = recv(c->fd, c->cm_buf + c->cm_got, want - c->cm_got, 0);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
+											   : -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		c->cm_got += (size_t)n;
+		if (!hello_prefix_ok(c))
+			return -EPROTO;
+		if (c->cm_got == TCP_HDR_SIZE) {
+			if (le32toh(h->length) > TCP_PRIV_CONNECT_MAX)
+				return -EPROTO;
+			c->cm_len = le32toh(h->length);
+		}
+	}
+}
+
+/* A HELLO that failed: log (rate-limited: a peer can do this at will), free. */
+static void hello_failed(struct tcp_conn *c, int err)
+{
+	static struct rb_log_limit bad = RB_LOG_LIMIT_INIT("tcp: bad HELLO", RB_LOG_WARN);
+	static struct rb_log_limit gone = RB_LOG_LIMIT_INIT("tcp: closed before HELLO",
+							    RB_LOG_INFO);
+
+	char key[80];
+
+	if (err == -EPROTO)
+		rb_log_limited(&bad, log_key(c, key, sizeof(key)), RB_LOG_WARN,
+			       "tcp %s: bad HELLO: not an rdmablk tcp peer (%zu bytes read)",
+			       c->peer, c->cm_got);
+	else
+		rb_log_limited(&gone, log_key(c, key, sizeof(key)), RB_LOG_INFO,
+			       "tcp %s: closed before HELLO: %s",
+			       c->peer, strerror(-err));
+	half_free(c);
+}
+
+/*
+ * The connection to drop for room: src's (any source's when src is 0)
+ * oldest that has sent nothing, else its oldest.  A peer that sent part
+ * of a valid HELLO goes only when none of the silent ones can.
+ */
+static struct tcp_conn *pick_victim(const struct tcp_listener *l, uint64_t src)
+{
+	struct tcp_conn *c, *oldest = NULL;
+
+	for (c = l->half.head; c; c = c->next) {
+		if (src && c->src != src)
+			continue;
+		if (!c->cm_got)
+			return c;
+		if (!oldest)
+			oldest = c;
+	}
+	return oldest;
+}
+
+/*
+ * Make room for a connection from src: a source at its share loses its own
+ * oldest; in a full table the source with the most loses one.  The victim
+ * is read first: if its HELLO is there after all it is handed out, not
+ * dropped.
+ */
+static void make_room(struct tcp_listener *l, uint64_t src)
+{
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("tcp: half-open connection dropped",
+							   RB_LOG_WARN);
+	unsigned int share = src_share(l), mine = src_count(l, src);
+	struct tcp_conn *c;
+	char key[80];
+	uint64_t from;
+	int ret;
+
+	if (mine >= share)
+		from = src;
+	else if (l->half.n >= l->max)
+		from = src_hog(l); /* 0 when every source holds one: any */
+	else
+		return;
+	c = pick_victim(l, from);
+	if (!c)
+		return;
+	half_unlink(l, c);
+	ret = hello_progress(c);
+	if (ret == 0) {
+		rb_fifo_push(&l->ready, c);
+		return;
+	}
+	if (ret != -EAGAIN) {
+		hello_failed(c, ret);
+		return;
+	}
+	rb_log_limited(&lim, log_key(c, key, sizeof(key)), RB_LOG_WARN,
+		       "tcp %s: too many connections without HELLO (%u from this address, share "
+		       "%u of %u): closing this one (%zu bytes of HELLO so far)",
+		       c->peer, src_count(l, c->src) + 1, share, l->max, c->cm_got);
+	half_free(c);
 }
 
 static int accept_one(struct tcp_listener *l)
@@ -230,13 +528,6 @@ static int accept_one(struct tcp_listener *l)
 		rb_err("tcp: accept on %s: %s", l->name, strerror(-ret));
 		return ret;
 	}
-	if (l->half.n >= TCP_MAX_HALF_OPEN) {
-		rb_warn("tcp %s: too many connections without HELLO, dropping oldest",
-			l->half.head->peer);
-		c = l->half.head;
-		half_unlink(l, c);
-		half_free(c);
-	}
 	ret = tcp_dom_get(&l->opts, &d);
 	if (ret)
 		goto out_close;
@@ -248,7 +539,19 @@ static int accept_one(struct tcp_listener *l)
 	}
 	c->fd = fd;
 	tcp_format_addr((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-	c->deadline_ns = rb_clock_ns() + TCP_HELLO_TIMEOUT_MS * 1000000ull;
+	c->src = src_key((struct sockaddr *)&ss);
+	c->accepted_ns = rb_clock_ns();
+	/* An honest peer's HELLO is usually here already: it needs no slot. */
+	ret = hello_progress(c);
+	if (ret == 0) {
+		rb_fifo_push(&l->ready, c);
+		return 0;
+	}
+	if (ret != -EAGAIN) {
+		hello_failed(c, ret);
+		return 0;
+	}
+	make_room(l, c->src);
 	ev.data.ptr = c;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		ret = -errno;
@@ -256,39 +559,25 @@ static int accept_one(struct tcp_listener *l)
 		return ret;
 	}
 	rb_fifo_push(&l->half, c);
-	if (l->half.n == 1)
-		arm_timer(l);
+	src_add(l, c->src);
+	arm_timer(l);
 	return 0;
 out_close:
 	close(fd);
 	return ret;
 }
 
-/* Read exactly the HELLO, never past it: 0 when complete, -EAGAIN, or error. */
-static int hello_progress(struct tcp_conn *c)
+/* Hand out c, whose HELLO is complete. */
+static int hand_out(struct tcp_conn *c, struct rb_conn **out, const void **priv,
+		    size_t *priv_len)
 {
-	const struct tcp_hdr *h = (const struct tcp_hdr *)c->cm_buf;
-	ssize_t n;
-
-	for (;;) {
-		size_t want = c->cm_got < TCP_HDR_SIZE ? TCP_HDR_SIZE : TCP_HDR_SIZE + c->cm_len;
-
-		if (c->cm_got >= TCP_HDR_SIZE && c->cm_got == want)
-			return 0;
-		n = recv(c->fd, c->cm_buf + c->cm_got, want - c->cm_got, 0);
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
-											   : -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		c->cm_got += (size_t)n;
-		if (c->cm_got == TCP_HDR_SIZE) {
-			if (h->type != F_HELLO || le64toh(h->addr) != TCP_HELLO_MAGIC ||
-			    le32toh(h->length) > TCP_PRIV_CONNECT_MAX)
-				return -EPROTO;
-			c->cm_len = le32toh(h->length);
-		}
-	}
+	c->state = ST_REQUEST;
+	*out = &c->pub;
+	if (priv)
+		*priv = c->cm_buf + TCP_HDR_SIZE;
+	if (priv_len)
+		*priv_len = c->cm_len;
+	return 0;
 }
 
 int tcp_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **priv,
@@ -302,6 +591,9 @@ int tcp_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **
 	/* One event per epoll_wait: handling one may free the conn another
 	 * names.  Level triggered, so nothing is lost. */
 	for (int round = 0; round < 64; round++) {
+		c = rb_fifo_pop(&l->ready);
+		if (c)
+			return hand_out(c, out, priv, priv_len);
 		n = epoll_wait(l->epfd, &ev, 1, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -324,25 +616,15 @@ int tcp_listener_get(struct rb_listener *rl, struct rb_conn **out, const void **
 		if (ret == -EAGAIN)
 			continue;
 		half_unlink(l, c);
-		if (!l->half.head)
-			arm_timer(l);
+		arm_timer(l);
 		if (ret) {
-			if (ret == -EPROTO)
-				rb_warn("tcp %s: bad HELLO: not an rdmablk tcp peer", c->peer);
-			else
-				rb_info("tcp %s: closed before HELLO: %s", c->peer, strerror(-ret));
-			half_free(c);
+			hello_failed(c, ret);
 			continue;
 		}
-		c->state = ST_REQUEST;
-		*out = &c->pub;
-		if (priv)
-			*priv = c->cm_buf + TCP_HDR_SIZE;
-		if (priv_len)
-			*priv_len = c->cm_len;
-		return 0;
+		return hand_out(c, out, priv, priv_len);
 	}
-	return -EAGAIN;
+	c = rb_fifo_pop(&l->ready);
+	return c ? hand_out(c, out, priv, priv_len) : -EAGAIN;
 }
 
 int tcp_listener_fd(struct rb_listener *l)
@@ -362,6 +644,9 @@ void tcp_listener_close(struct rb_listener *rl)
 		half_unlink(l, c);
 		half_free(c);
 	}
+	while (l->ready.head)
+		half_free(rb_fifo_pop(&l->ready));
+	free(l->src);
 	close(l->tfd);
 	close(l->epfd);
 	close(l->lfd);

@@ -38,7 +38,11 @@
 #define TCP_PRIV_REJECT_MAX 148
 #define TCP_PRIV_MAX TCP_PRIV_ACCEPT_MAX
 #define TCP_HELLO_TIMEOUT_MS 1000
-#define TCP_MAX_HALF_OPEN 64
+/* HELLO deadline while the half-open table is 3/4 full, for sources that
+ * hold at least TCP_HELLO_SHORT_FROM of them: an honest peer sends its HELLO
+ * with the connection, a flood's sockets never do. */
+#define TCP_HELLO_TIMEOUT_SHORT_MS 250
+#define TCP_HELLO_SHORT_FROM 4
 #define TCP_RESP_PAUSE 1024 /* queued READ_RESP frames that pause receiving */
 #define TCP_CHUNK 32 /* work requests added to a pool at a time */
 
@@ -203,7 +207,8 @@ struct tcp_conn {
 
 	/* connection setup */
 	struct tcp_conn *next; /* listener's half-open list (rb_fifo) */
-	uint64_t deadline_ns;
+	uint64_t accepted_ns; /* listener: its HELLO deadline runs from here */
+	uint64_t src; /* listener: source address key (IPv6: its /64), never 0 */
 	size_t cm_got;
 	size_t cm_len;
 	uint8_t cm_buf[TCP_HDR_SIZE + TCP_PRIV_MAX];

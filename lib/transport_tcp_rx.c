@@ -20,6 +20,7 @@
 
 #include "checked.h"
 #include "log.h"
+#include "log_limit.h"
 #include "transport_tcp_priv.h"
 
 #define TCP_RX_BUDGET 16 /* read syscalls per connection per event */
@@ -96,14 +97,21 @@ static void rx_data_begin(struct tcp_conn *c, uint8_t type, struct tcp_wr *w,
 		rx_data_done(c);
 }
 
+/* Each of these ends the connection, but a peer can reconnect and repeat at
+ * will: rate-limited. */
+static struct rb_log_limit proto_err = RB_LOG_LIMIT_INIT("tcp: protocol errors", RB_LOG_WARN);
+static struct rb_log_limit refusals = RB_LOG_LIMIT_INIT("tcp: refused frames", RB_LOG_WARN);
+static struct rb_log_limit conn_lost = RB_LOG_LIMIT_INIT("tcp: connections lost", RB_LOG_INFO);
+
 /* Peer acknowledged SEND/WRITE frames up to `ack`: complete them in order. */
 static int rx_ack(struct tcp_conn *c, uint32_t ack)
 {
 	uint32_t delta = ack - c->acked;
 
 	if (delta > c->unacked.n) {
-		rb_warn("tcp %s: protocol error: ack %u beyond %u unacked", c->peer, delta,
-			c->unacked.n);
+		rb_log_limited(&proto_err, c->peer, RB_LOG_WARN,
+			       "tcp %s: protocol error: ack %u beyond %u unacked", c->peer, delta,
+			       c->unacked.n);
 		tcp_conn_fail(c);
 		return -EPROTO;
 	}
@@ -126,8 +134,9 @@ static const char *rkey_why(enum rkey_res r)
 static void rx_refuse(struct tcp_conn *c, const char *op, enum rkey_res r, uint64_t tag,
 		      uint32_t rkey, uint64_t addr, uint32_t len)
 {
-	rb_warn("tcp %s: refused %s rkey 0x%08x addr 0x%llx len %u: %s", c->peer, op, rkey,
-		(unsigned long long)addr, len, rkey_why(r));
+	rb_log_limited(&refusals, c->peer, RB_LOG_WARN,
+		       "tcp %s: refused %s rkey 0x%08x addr 0x%llx len %u: %s", c->peer, op, rkey,
+		       (unsigned long long)addr, len, rkey_why(r));
 	tcp_send_nak(c, tag, RB_WC_REM_ACCESS_ERR);
 	tcp_conn_fail(c);
 }
@@ -137,15 +146,17 @@ static void rx_send(struct tcp_conn *c, uint64_t tag, uint32_t len)
 	struct tcp_wr *w = c->recvq.head;
 
 	if (!w) {
-		rb_warn("tcp %s: SEND of %u bytes with no receive posted", c->peer, len);
+		rb_log_limited(&refusals, c->peer, RB_LOG_WARN,
+			       "tcp %s: SEND of %u bytes with no receive posted", c->peer, len);
 		tcp_send_nak(c, tag, RB_WC_RNR_RETRY_EXC_ERR);
 		tcp_conn_fail(c);
 		return;
 	}
 	q_pop(&c->recvq);
 	if (len > w->len) {
-		rb_warn("tcp %s: SEND of %u bytes, receive posted has %llu", c->peer, len,
-			(unsigned long long)w->len);
+		rb_log_limited(&refusals, c->peer, RB_LOG_WARN,
+			       "tcp %s: SEND of %u bytes, receive posted has %llu", c->peer, len,
+			       (unsigned long long)w->len);
 		tcp_wr_complete(c, w, RB_WC_LOC_LEN_ERR);
 		tcp_send_nak(c, tag, RB_WC_REM_OP_ERR);
 		tcp_conn_fail(c);
@@ -203,8 +214,9 @@ static void rx_read_resp(struct tcp_conn *c, uint64_t tag, uint32_t len)
 	struct tcp_wr *w = c->reads.head;
 
 	if (!w || w->tag != tag || w->len != len) {
-		rb_warn("tcp %s: protocol error: unexpected READ_RESP tag %llu len %u", c->peer,
-			(unsigned long long)tag, len);
+		rb_log_limited(&proto_err, c->peer, RB_LOG_WARN,
+			       "tcp %s: protocol error: unexpected READ_RESP tag %llu len %u",
+			       c->peer, (unsigned long long)tag, len);
 		tcp_conn_fail(c);
 		return;
 	}
@@ -237,8 +249,9 @@ static void rx_nak(struct tcp_conn *c, uint64_t tag, unsigned int status)
 		w = q_pop(&c->txq);
 		c->tx_off = 0;
 	}
-	rb_warn("tcp %s: peer refused %s #%llu: %s", c->peer, w ? ops[w->kind] : "unknown WR",
-		(unsigned long long)tag, names[status]);
+	rb_log_limited(&refusals, c->peer, RB_LOG_WARN, "tcp %s: peer refused %s #%llu: %s",
+		       c->peer, w ? ops[w->kind] : "unknown WR", (unsigned long long)tag,
+		       names[status]);
 	if (w)
 		tcp_wr_complete(c, w, (enum rb_wc_status)status);
 	tcp_conn_fail(c);
@@ -261,21 +274,24 @@ static void rx_header(struct tcp_conn *c, const struct tcp_hdr *h)
 	uint16_t flags = le16toh(h->flags);
 
 	if (h->type < F_SEND || h->type > F_ACK_REQ) {
-		rb_warn("tcp %s: protocol error: frame type %u", c->peer, h->type);
+		rb_log_limited(&proto_err, c->peer, RB_LOG_WARN,
+			       "tcp %s: protocol error: frame type %u", c->peer, h->type);
 		tcp_conn_fail(c);
 		return;
 	}
 	if ((flags & ~TCP_F_KNOWN) ||
 	    ((flags & TCP_F_LAZY) && h->type != F_SEND && h->type != F_WRITE)) {
-		rb_warn("tcp %s: protocol error: flags %#x on frame type %u", c->peer, flags,
-			h->type);
+		rb_log_limited(&proto_err, c->peer, RB_LOG_WARN,
+			       "tcp %s: protocol error: flags %#x on frame type %u", c->peer, flags,
+			       h->type);
 		tcp_conn_fail(c);
 		return;
 	}
 	if (rx_ack(c, le32toh(h->ack)))
 		return;
 	if ((h->type == F_NAK || h->type == F_ACK || h->type == F_ACK_REQ) && len) {
-		rb_warn("tcp %s: protocol error: control frame with payload", c->peer);
+		rb_log_limited(&proto_err, c->peer, RB_LOG_WARN,
+			       "tcp %s: protocol error: control frame with payload", c->peer);
 		tcp_conn_fail(c);
 		return;
 	}
@@ -307,7 +323,8 @@ static int rx_result(struct tcp_conn *c, ssize_t n)
 	if (n == 0)
 		rb_dbg("tcp %s: connection closed by peer", c->peer);
 	else
-		rb_info("tcp %s: receive: %s", c->peer, strerror(errno));
+		rb_log_limited(&conn_lost, c->peer, RB_LOG_INFO, "tcp %s: receive: %s", c->peer,
+			       strerror(errno));
 	tcp_conn_fail(c);
 	return -1;
 }
@@ -419,7 +436,8 @@ void tcp_conn_event(struct tcp_conn *c, uint32_t events)
 		return;
 	if ((events & (EPOLLERR | EPOLLHUP)) && (c->paused || c->rnr_wait)) {
 		/* Not reading, so the error would be reported forever. */
-		rb_info("tcp %s: connection lost", c->peer);
+		rb_log_limited(&conn_lost, c->peer, RB_LOG_INFO, "tcp %s: connection lost",
+			       c->peer);
 		tcp_conn_fail(c);
 		return;
 	}

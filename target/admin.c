@@ -35,6 +35,12 @@ static uint16_t min16(uint32_t a, uint32_t b)
  * (PREDECESSOR_BUSY) and the host retries: well inside its command timeout. */
 #define PREDECESSOR_WAIT_NS (2000ull * 1000000ull)
 
+/* Refusals a peer can ask for at will: rate-limited. */
+static struct rb_log_limit refused_connects = RB_LOG_LIMIT_INIT("refused CONNECTs", RB_LOG_WARN);
+static struct rb_log_limit auth_required = RB_LOG_LIMIT_INIT("CONNECTs that need "
+							     "authentication",
+							     RB_LOG_INFO);
+
 /*
  * The export a CONNECT names, with a reference, if the host may use it; NULL
  * for an empty name (a discovery session: LIST_EXPORTS only).  False when the
@@ -55,12 +61,14 @@ static bool connect_export(struct tgt_req *req, struct tgt_export **out)
 		return true;
 	e = tgt_export_get(q->r->t, cr->export_name);
 	if (!e) {
-		rb_warn("peer %s host %s: CONNECT to unknown export '%s'", q->peer,
-			TGT_ESC(hb, cr->hostid), TGT_ESC(eb, cr->export_name));
+		rb_log_limited(&refused_connects, q->peer, RB_LOG_WARN,
+			       "peer %s host %s: CONNECT to unknown export '%s'", q->peer,
+			       TGT_ESC(hb, cr->hostid), TGT_ESC(eb, cr->export_name));
 		st = RB_S_UNKNOWN_EXPORT;
 	} else if (!host_allowed(&e->conf, cr->hostid)) {
-		rb_warn("peer %s host %s: not allowed to connect to export '%s'", q->peer,
-			TGT_ESC(hb, cr->hostid), TGT_ESC(eb, cr->export_name));
+		rb_log_limited(&refused_connects, q->peer, RB_LOG_WARN,
+			       "peer %s host %s: not allowed to connect to export '%s'", q->peer,
+			       TGT_ESC(hb, cr->hostid), TGT_ESC(eb, cr->export_name));
 		tgt_export_put(e);
 		st = RB_S_ACCESS_DENIED;
 	} else {
@@ -121,11 +129,14 @@ static void session_log(const struct tgt_queue *q, const struct tgt_session *s, 
 
 void tgt_auth_failed(struct tgt_queue *q, const char *hostid, const char *what, const char *why)
 {
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("authentication failures",
+							   RB_LOG_WARN);
 	char hb[RB_LOG_ESCAPE_MAX];
 	uint64_t n = atomic_fetch_add(&q->r->t->auth_failures, 1) + 1;
 
-	rb_warn("peer %s host %s: %s authentication failed: %s (%llu failures so far)", q->peer,
-		TGT_ESC(hb, hostid), what, why, (unsigned long long)n);
+	rb_log_limited(&lim, q->peer, RB_LOG_WARN,
+		       "peer %s host %s: %s authentication failed: %s (%llu failures so far)",
+		       q->peer, TGT_ESC(hb, hostid), what, why, (unsigned long long)n);
 }
 
 /* The exchange for the session CONNECT just created; -1 if refused (answered). */
@@ -212,9 +223,10 @@ static void connect_finish(struct tgt_req *req, struct tgt_export *e, bool need_
 		memset(rsp, 0, sizeof(*rsp));
 		rsp->session = rb_le64(s->id);
 		rsp->auth_flags = rb_le32(RB_CONNECT_AUTH_REQUIRED);
-		rb_info("peer %s host %s: %s%s: authentication required", q->peer,
-			TGT_ESC(hb, cr->hostid), e ? "export " : "discovery",
-			e ? TGT_ESC(eb, e->conf.name) : "");
+		rb_log_limited(&auth_required, q->peer, RB_LOG_INFO,
+			       "peer %s host %s: %s%s: authentication required", q->peer,
+			       TGT_ESC(hb, cr->hostid), e ? "export " : "discovery",
+			       e ? TGT_ESC(eb, e->conf.name) : "");
 		tgt_req_reply_data(req, RB_CONNECT_RSP_OFFSET, sizeof(*rsp), RB_S_SUCCESS, s->id);
 		return;
 	}
@@ -280,14 +292,16 @@ static void admin_connect(struct tgt_req *req)
 	bool need, has_hk, has_tk;
 
 	if (q->session || q->replacing) {
-		rb_warn("queue 0 (peer %s): second CONNECT refused", q->peer);
+		rb_log_limited(&refused_connects, q->peer, RB_LOG_WARN,
+			       "queue 0 (peer %s): second CONNECT refused", q->peer);
 		tgt_req_complete(req, RB_S_INVALID_FIELD, 0);
 		return;
 	}
 	st = rb_check_connect_req(cr, &err);
 	if (st != RB_S_SUCCESS) {
-		rb_warn("queue 0 (peer %s): CONNECT refused: %s (field %s = %llu)", q->peer,
-			rb_status_name(st), err.field, (unsigned long long)err.value);
+		rb_log_limited(&refused_connects, q->peer, RB_LOG_WARN,
+			       "queue 0 (peer %s): CONNECT refused: %s (field %s = %llu)", q->peer,
+			       rb_status_name(st), err.field, (unsigned long long)err.value);
 		tgt_req_complete(req, st, 0);
 		return;
 	}

@@ -83,6 +83,8 @@ static void log_mem_bound(const struct tgt_target *t, const struct listener *ls)
 static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *conn,
 		     const void *priv, size_t priv_len, unsigned int *rr)
 {
+	static struct rb_log_limit refused = RB_LOG_LIMIT_INIT("refused connection requests",
+							       RB_LOG_WARN);
 	struct rb_cm_rej rej;
 	struct tgt_conn_msg *m;
 	const struct rb_cm_req2 *cr = priv;
@@ -95,17 +97,19 @@ static void hand_off(struct tgt_target *t, struct listener *ls, struct rb_conn *
 	/* Before a reactor sees it: the session lookup there trusts the rest. */
 	reason = rb_check_cm_req(priv, priv_len, &err);
 	if (reason == RB_REJ_BAD_VERSION) {
-		rb_warn("%s peer %s: protocol version %llu refused: this target requires version %u "
-			"(authentication)",
-			ls->ops->name, peer, (unsigned long long)err.value, RB_PROTO_VERSION);
+		rb_log_limited(&refused, peer, RB_LOG_WARN,
+			       "%s peer %s: protocol version %llu refused: this target requires "
+			       "version %u (authentication)",
+			       ls->ops->name, peer, (unsigned long long)err.value, RB_PROTO_VERSION);
 		rej.reason = rb_le16(reason);
 		ls->ops->reject(conn, &rej, sizeof(rej));
 		return;
 	}
 	if (reason != RB_REJ_NONE) {
-		rb_warn("%s peer %s: connection request rejected: %s (field %s = %llu)",
-			ls->ops->name, peer, rb_reject_name(reason), err.field,
-			(unsigned long long)err.value);
+		rb_log_limited(&refused, peer, RB_LOG_WARN,
+			       "%s peer %s: connection request rejected: %s (field %s = %llu)",
+			       ls->ops->name, peer, rb_reject_name(reason), err.field,
+			       (unsigned long long)err.value);
 		rej = rb_cm_rej_make(reason);
 		ls->ops->reject(conn, &rej, sizeof(rej));
 		return;
@@ -211,7 +215,7 @@ static void reload(struct tgt_target *t, const char *config, bool keep_log_level
 }
 
 /* Once a second: let each listener's transport notice removed devices, and
- * sum up rate-limited log lines. */
+ * sum up rate-limited log lines of a flood that stopped. */
 static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 {
 	uint64_t now = rb_clock_ns();
@@ -219,6 +223,7 @@ static void rescan(struct tgt_target *t, struct listener *ls, uint64_t *next_ns)
 	if (now < *next_ns)
 		return;
 	*next_ns = now + RESCAN_NS;
+	rb_log_limits_flush();
 	for (int i = 0; i < t->conf.nr_listen; i++)
 		ls[i].ops->rescan();
 	/* A flood of refusals that stopped still gets its summary line. */

@@ -160,11 +160,16 @@ static int queue_alloc(struct tgt_queue *q)
 	/* In-capsule data is an optimisation: a queue that finds the pool
 	 * short still connects, and its writes go by RDMA READ instead. */
 	if (q->incapsule && r->incap.nfree < q->depth) {
-		rb_warn("%s peer %s: queue %u: %u of the reactor's %u in-capsule buffers free, "
-			"%u needed: this queue gets no in-capsule writes (raise buffers = %u to "
-			"give more)",
-			ops->name, q->peer, q->qid, r->incap.nfree, r->incap.count, q->depth,
-			r->t->conf.buffers);
+		static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("queues without in-capsule "
+								   "buffers",
+								   RB_LOG_WARN);
+
+		rb_log_limited(&lim, q->peer, RB_LOG_WARN,
+			       "%s peer %s: queue %u: %u of the reactor's %u in-capsule buffers "
+			       "free, %u needed: this queue gets no in-capsule writes (raise "
+			       "buffers = %u to give more)",
+			       ops->name, q->peer, q->qid, r->incap.nfree, r->incap.count, q->depth,
+			       r->t->conf.buffers);
 		q->incapsule = 0;
 	}
 	q->recv_data = q->incapsule;

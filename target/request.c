@@ -16,6 +16,7 @@
 
 #include "checked.h"
 #include "log.h"
+#include "log_limit.h"
 #include "target.h"
 
 static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len);
@@ -58,16 +59,19 @@ static void req_free(struct tgt_req *req)
 
 static void wr_done_common(struct tgt_req *req, struct rb_wc *wc, const char *what)
 {
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("failed transfers", RB_LOG_ERR);
 	struct tgt_queue *q = req->q;
 
 	req->wr_pending--;
 	q->wr_outstanding--;
 	if (wc->status != RB_WC_SUCCESS) {
 		if (wc->status != RB_WC_FLUSH_ERR)
-			rb_err("queue %u (peer %s, qp %u): %s for %s cid %u failed: %s (status %d)",
-			       q->qid, q->peer, q->qpn, what, rb_opcode_name(req->cmd.opcode),
-			       rb_from_le16(req->cmd.cid), rb_wc_status_name(wc->status),
-			       wc->status);
+			rb_log_limited(&lim, q->peer, RB_LOG_ERR,
+				       "queue %u (peer %s, qp %u): %s for %s cid %u failed: %s "
+				       "(status %d)",
+				       q->qid, q->peer, q->qpn, what, rb_opcode_name(req->cmd.opcode),
+				       rb_from_le16(req->cmd.cid), rb_wc_status_name(wc->status),
+				       wc->status);
 		tgt_queue_fail(q, "work request error");
 	}
 }
@@ -580,14 +584,17 @@ void tgt_req_kick_pending(struct tgt_reactor *r)
 /* A receive slot completed: a capsule arrived, or the connection is gone. */
 static void recv_done(struct rb_cq *cq, struct rb_wc *wc)
 {
+	static struct rb_log_limit lim = RB_LOG_LIMIT_INIT("failed receives", RB_LOG_ERR);
 	struct tgt_recv *rv = rb_container_of(wc->cqe, struct tgt_recv, cqe);
 	struct tgt_queue *q = rv->q;
 
 	q->wr_outstanding--;
 	if (wc->status != RB_WC_SUCCESS) {
 		if (wc->status != RB_WC_FLUSH_ERR)
-			rb_err("queue %u (peer %s, qp %u): receive failed: %s (status %d)", q->qid,
-			       q->peer, q->qpn, rb_wc_status_name(wc->status), wc->status);
+			rb_log_limited(&lim, q->peer, RB_LOG_ERR,
+				       "queue %u (peer %s, qp %u): receive failed: %s (status %d)",
+				       q->qid, q->peer, q->qpn, rb_wc_status_name(wc->status),
+				       wc->status);
 		/* A host that sent DISCONNECT may close as soon as it has the
 		 * answer, before our own close: that is no error. */
 		tgt_queue_fail(q, q->disconnect_requested ? "host sent DISCONNECT" :
@@ -682,22 +689,30 @@ static void queue_auth(struct tgt_req *req, struct tgt_recv *rv)
 /* A capsule arrived in receive slot rv: the one entry point for host input. */
 static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_len)
 {
+	/* A host can send these as fast as its link goes: rate-limited. */
+	static struct rb_log_limit violation = RB_LOG_LIMIT_INIT("protocol violations",
+								  RB_LOG_ERR);
+	static struct rb_log_limit rejected = RB_LOG_LIMIT_INIT("rejected capsules",
+								 RB_LOG_WARN);
 	struct rb_validate_ctx ctx;
 	struct rb_validate_err err;
 	struct tgt_req *req;
 	enum rb_status st;
 
 	if (byte_len < RB_CAPSULE_SIZE) {
-		rb_err("queue %u (peer %s, qp %u): truncated capsule of %u bytes; closing", q->qid,
-		       q->peer, q->qpn, byte_len);
+		rb_log_limited(&violation, q->peer, RB_LOG_ERR,
+			       "queue %u (peer %s, qp %u): truncated capsule of %u bytes; closing",
+			       q->qid, q->peer, q->qpn, byte_len);
 		tgt_queue_fail(q, "protocol violation");
 		tgt_queue_maybe_destroy(q);
 		return;
 	}
 	if (q->nr_active >= q->depth) {
 		/* More commands than credits: the host ignored the queue depth. */
-		rb_err("queue %u (peer %s, qp %u): more than %u outstanding commands; closing",
-		       q->qid, q->peer, q->qpn, q->depth);
+		rb_log_limited(&violation, q->peer, RB_LOG_ERR,
+			       "queue %u (peer %s, qp %u): more than %u outstanding commands; "
+			       "closing",
+			       q->qid, q->peer, q->qpn, q->depth);
 		tgt_queue_fail(q, "protocol violation");
 		tgt_queue_maybe_destroy(q);
 		return;
@@ -743,10 +758,11 @@ static void req_start(struct tgt_queue *q, struct tgt_recv *rv, uint32_t byte_le
 	validate_ctx(q, byte_len, &ctx);
 	st = rb_validate_capsule(&req->cmd, &ctx, &err);
 	if (st != RB_S_SUCCESS) {
-		rb_warn("queue %u (peer %s, qp %u): %s cid %u rejected: %s (field %s = %llu)",
-			q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
-			rb_from_le16(req->cmd.cid), rb_status_name(st), err.field,
-			(unsigned long long)err.value);
+		rb_log_limited(&rejected, q->peer, RB_LOG_WARN,
+			       "queue %u (peer %s, qp %u): %s cid %u rejected: %s (field %s = %llu)",
+			       q->qid, q->peer, q->qpn, rb_opcode_name(req->cmd.opcode),
+			       rb_from_le16(req->cmd.cid), rb_status_name(st), err.field,
+			       (unsigned long long)err.value);
 		tgt_req_complete(req, st, 0);
 		return;
 	}

@@ -182,6 +182,8 @@ static void test_target_bad(void)
 	bad_target("[target]\nrnr-retry = 8\n", "2: rnr-retry '8': out of range (0..7)");
 	bad_target("[target]\nconnect-timeout = 99\n",
 		   "2: connect-timeout '99': out of range (100..600000)");
+	bad_target("[target]\nmax-half-open = 0\n",
+		   "2: max-half-open '0': out of range (1..65536)");
 
 	/* Listen addresses. */
 	bad_target("[target]\nlisten = udp://0.0.0.0\n",
@@ -301,7 +303,11 @@ static void test_target_good(void)
 	is_int(c.min_keepalive_ms, 10000, "default min-keepalive");
 	is_int(c.discovery_timeout_ms, 5000, "default discovery-timeout");
 	is_int(c.topts.connect_timeout_ms, d.topts.connect_timeout_ms, "default connect-timeout");
+	is_int(c.topts.max_half_open, RB_MAX_HALF_OPEN_DEFAULT, "default max-half-open");
 	is_int(c.nr_exports, 0, "no exports");
+	rb_target_conf_free(&c);
+	is_int(load_target("[target]\nmax-half-open = 16\n", &c), 0, "max-half-open set");
+	is_int(c.topts.max_half_open, 16, "max-half-open");
 	rb_target_conf_free(&c);
 
 	is_int(load_target("\xef\xbb\xbf# all keys\r\n"
