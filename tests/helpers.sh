@@ -160,6 +160,9 @@ shim_preload() {
 # TARGET_PRELOAD=SHIM.so: the target runs with that test shim preloaded.
 start_target() {
 	local conf=$1 name=${2:-target}
+	# Emptied here, not by the background job's redirection: that may run
+	# after the wait below has found "ready:" of this name's previous run.
+	: >"$T/$name.log"
 	env ${TARGET_PRELOAD:+"LD_PRELOAD=$(shim_preload "$TARGET_PRELOAD")"} \
 		"$TARGET_BIN" --config "$conf" --pidfile "$T/$name.pid" >"$T/$name.log" 2>&1 &
 	echo $! >"$T/$name.pid.launch"
@@ -185,6 +188,9 @@ start_disk_target() {
 start_initiator() {
 	local name=$1
 	shift
+	# As in start_target: no "ready:" or socket of an earlier run counts.
+	: >"$T/$name.log"
+	rm -f "$T/$name.sock"
 	env ${INITIATOR_PRELOAD:+"LD_PRELOAD=$(shim_preload "$INITIATOR_PRELOAD")"} \
 		"$INITIATOR_BIN" "$@" --nbd-socket "$T/$name.sock" >"$T/$name.log" 2>&1 &
 	echo $! >"$T/$name.pid"

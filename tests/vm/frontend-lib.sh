@@ -141,6 +141,9 @@ fe_start_target() {
 		echo "path = $_path"
 		for _l in "$@"; do echo "$_l"; done
 	} >target.conf
+	# Emptied before the background start: its own redirection may come
+	# after the wait below found "ready:" of an earlier target.
+	: >target.log
 	"$TGT_BIN" --config target.conf >target.log 2>&1 &
 	TGT_PID=$!
 	vm_wait_for 60 grep -q "ready:" target.log || fe_fail "target did not become ready"

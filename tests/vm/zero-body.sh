@@ -94,6 +94,8 @@ zb_store() {
 		dd if="$_path" of=store bs=1M count=16 status=none || fe_fail "$_name: read the store"
 	zb_check "$_name in the backing store" store
 	if [ "${ZERO_FAST:-0}" = 1 ]; then
+		: >sock.log # no "ready:" of an earlier run counts
+		rm -f nbd.sock
 		"$INI_BIN" "$FE_URI" --nbd-socket "$PWD/nbd.sock" >sock.out 2>sock.log &
 		INI_PID=$!
 		vm_wait_for 60 grep -q "ready: export" sock.log || fe_fail "$_name: NBD socket"
