@@ -2,7 +2,7 @@
 #
 # Body of t-e2e-rdma-*.sh, sourced after lib.sh with E2E_GROUP (the guest test's name) and
 # E2E_TESTS (which of the host's end-to-end tests, tests/e2e-*.sh; E2E_MIN_PACKETS, the rxe0
-# packets that prove traffic crossed the veth, default 1000): those tests again, over
+# packets that prove traffic crossed the veth, default 100): those tests again, over
 # rdma on Soft-RoCE (tests/rdma-e2e.sh): the target listens on rdma://$TGT_ADDR (rxe0) and the
 # initiator connects through rxe1, so every command and every RDMA READ and WRITE crosses the
 # veth.  The tests are split in groups so that each guest test has its own time budget: one
@@ -29,6 +29,9 @@ top_srcdir=$top_srcdir top_builddir=$top_builddir \
 rcvd=$(($(stat "$TGT_DEV" rcvd_pkts) - ${rcvd0:-0}))
 echo "# $TGT_DEV received $rcvd packets"
 [ "$rc" = 0 ] || vm_fail "rdma-e2e.sh exited $rc"
-[ "$rcvd" -gt "${E2E_MIN_PACKETS:-1000}" ] ||
+# Proof that rxe carried the tests (without it: next to none).  How many
+# more depends on how many I/O rounds a test fits in its time, that is on the
+# machine's speed: the admin group received 955 on a loaded machine.
+[ "$rcvd" -gt "${E2E_MIN_PACKETS:-100}" ] ||
 	vm_fail "almost no traffic crossed the veth ($rcvd packets)"
 exit 0
