@@ -96,7 +96,8 @@ bool rb_log_limit_admit(struct rb_log_limit *l, const char *peer, uint64_t now_n
 		l->window_ns = now_ns ? now_ns : 1;
 	/* Unknown peers share one slot; past the table, only the kind's limit holds. */
 	p = peer_slot(l, peer && *peer ? peer : "?");
-	ok = l->lines < RB_LOG_LIMIT_PER_KIND && (!p || p->lines < RB_LOG_LIMIT_PER_PEER);
+	ok = l->lines < (l->per_kind ? l->per_kind : RB_LOG_LIMIT_PER_KIND) &&
+	     (!p || p->lines < (l->per_peer ? l->per_peer : RB_LOG_LIMIT_PER_PEER));
 	if (ok) {
 		l->lines++;
 		if (p)

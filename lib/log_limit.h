@@ -41,6 +41,10 @@ struct rb_log_limit_peer {
 struct rb_log_limit {
 	const char *kind;	 /* names the event in the summary */
 	enum rb_log_level level; /* of the summary */
+	/* Lines a window allows (0: RB_LOG_LIMIT_PER_PEER / _PER_KIND); more
+	 * for lines every connection logs, which honest peers cause by the
+	 * dozen but a connect loop by the thousand. */
+	uint32_t per_peer, per_kind;
 	pthread_mutex_t lock;
 	atomic_bool registered; /* on the list rb_log_limits_flush() walks */
 	struct rb_log_limit *next;
@@ -53,6 +57,11 @@ struct rb_log_limit {
 #define RB_LOG_LIMIT_INIT(kind_, level_)                                                           \
 	{                                                                                          \
 		.kind = (kind_), .level = (level_), .lock = PTHREAD_MUTEX_INITIALIZER              \
+	}
+#define RB_LOG_LIMIT_INIT_N(kind_, level_, per_peer_, per_kind_)                                   \
+	{                                                                                          \
+		.kind = (kind_), .level = (level_), .per_peer = (per_peer_),                       \
+		.per_kind = (per_kind_), .lock = PTHREAD_MUTEX_INITIALIZER                         \
 	}
 
 /*

@@ -118,12 +118,14 @@ static void connect_fill(const struct tgt_target *t, const struct tgt_session *s
 /* Session ids bind nothing without the key, but are still not for info logs. */
 static void session_log(const struct tgt_queue *q, const struct tgt_session *s, const char *how)
 {
+	static struct rb_log_limit lim = TGT_CONN_LOG_LIMIT("sessions granted");
 	char hb[RB_LOG_ESCAPE_MAX], eb[RB_LOG_ESCAPE_MAX];
 
-	rb_info("peer %s host %s: %s%s%s (%u I/O queues, depth %u, kato %u ms)", q->peer,
-		TGT_ESC(hb, s->hostid), s->export ? "export " : "discovery",
-		s->export ? TGT_ESC(eb, s->export->conf.name) : "", how, s->nr_io_queues,
-		s->queue_depth, s->kato_ms);
+	rb_log_limited(&lim, s->addr, RB_LOG_INFO,
+		       "peer %s host %s: %s%s%s (%u I/O queues, depth %u, kato %u ms)", q->peer,
+		       TGT_ESC(hb, s->hostid), s->export ? "export " : "discovery",
+		       s->export ? TGT_ESC(eb, s->export->conf.name) : "", how, s->nr_io_queues,
+		       s->queue_depth, s->kato_ms);
 	rb_dbg("peer %s: session %016llx", q->peer, (unsigned long long)s->id);
 }
 

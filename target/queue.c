@@ -211,8 +211,9 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	struct rb_cm_rep2 rep;
 	struct rb_conn_caps caps;
 	struct tgt_session *s = NULL;
+	static struct rb_log_limit lim_conn = TGT_CONN_LOG_LIMIT("queues connected");
 	struct tgt_queue *q;
-	char peer[128];
+	char peer[128], addr[TGT_ADDR_MAX];
 	int ret;
 
 	/* Set before the reactors are told to stop: none takes a queue then. */
@@ -306,8 +307,10 @@ int tgt_queue_create(struct tgt_reactor *r, struct tgt_conn_msg *m, struct tgt_c
 	q->qpn = m->ops->conn_qpn(m->conn);
 	q->next = r->queues;
 	r->queues = q;
-	rb_info("%s peer %s: queue %u connected (qp %u, depth %u, in-capsule %u, reactor %d)",
-		m->ops->name, q->peer, qid, q->qpn, q->depth, q->incapsule, r->id);
+	tgt_peer_addr(q->peer, addr, sizeof(addr));
+	rb_log_limited(&lim_conn, addr, RB_LOG_INFO,
+		       "%s peer %s: queue %u connected (qp %u, depth %u, in-capsule %u, reactor %d)",
+		       m->ops->name, q->peer, qid, q->qpn, q->depth, q->incapsule, r->id);
 	return 0;
 
 out_reject:
@@ -323,14 +326,18 @@ out_unbind:
 
 void tgt_queue_fail(struct tgt_queue *q, const char *why)
 {
+	static struct rb_log_limit lim = TGT_CONN_LOG_LIMIT("queues closing");
+	char addr[TGT_ADDR_MAX];
+
 	if (q->dead)
 		return;
 	q->dead = true;
 	/* Parked commands are dropped unanswered, like those in flight. */
 	memset(&q->parked, 0, sizeof(q->parked));
 	tgt_pool_drop_waiters(q);
-	rb_info("%s peer %s: queue %u (qp %u) closing: %s", q->cx->ops->name, q->peer, q->qid,
-		q->qpn, why);
+	tgt_peer_addr(q->peer, addr, sizeof(addr));
+	rb_log_limited(&lim, addr, RB_LOG_INFO, "%s peer %s: queue %u (qp %u) closing: %s",
+		       q->cx->ops->name, q->peer, q->qid, q->qpn, why);
 	/* Admin queue loss ends the session (NVMe-oF controller semantics). */
 	if (q->qid == 0 && q->session)
 		tgt_session_kill(q->session);

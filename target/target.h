@@ -123,6 +123,18 @@ bool tgt_io_write_inline(const struct tgt_export *e, uint64_t off, uint32_t len,
 /* A peer's address without its port (limits.c: tgt_peer_addr). */
 #define TGT_ADDR_MAX 64
 
+/*
+ * Lines every connection or session logs at info level (connected, closing,
+ * the session granted): an honest host causes a few dozen a minute, a loop
+ * that connects and closes thousands a second.  Limited per peer address
+ * generously (TGT_CONN_LOG_PER_PEER lines a 10 s window) so tests and
+ * operators see every one of an honest host's.
+ */
+#define TGT_CONN_LOG_PER_PEER 200
+#define TGT_CONN_LOG_PER_KIND 1000
+#define TGT_CONN_LOG_LIMIT(kind)                                                                   \
+	RB_LOG_LIMIT_INIT_N(kind, RB_LOG_INFO, TGT_CONN_LOG_PER_PEER, TGT_CONN_LOG_PER_KIND)
+
 /* A host's association: created by CONNECT on an admin queue (session.c). */
 struct tgt_session {
 	uint64_t id;

@@ -17,6 +17,8 @@ Modes:
   queues     one session asking --nq I/O queues, then queues 1..nq+1
   keepalive  sessions asking --kato, then silent: does the target end them?
   fill       sessions with every I/O queue granted at --depth, until refused
+  churn      discovery sessions opened and closed in a loop for --seconds, as
+             fast as the target takes them (every one logs lines)
 """
 import argparse
 import os
@@ -114,7 +116,8 @@ def main():
     p.add_argument("host")
     p.add_argument("port", type=int)
     p.add_argument("--mode", required=True,
-                   choices=["conns", "sessions", "discovery", "queues", "keepalive", "fill"])
+                   choices=["conns", "sessions", "discovery", "queues", "keepalive", "fill",
+                            "churn"])
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--source", default="", help="comma-separated 127.0.0.N to connect from")
@@ -180,6 +183,17 @@ def main():
                 break
         extra = " sessions=%d" % sessions
         print("holding %d queues" % len(t.open), flush=True)
+
+    elif a.mode == "churn":
+        end, i = time.monotonic() + a.seconds, 0
+        while time.monotonic() < end:
+            r = session(t, a, "%s-%d" % (a.hostid, i % 1000), "", source=sources[i % len(sources)])
+            i += 1
+            if r:
+                t.open.remove(r[0])
+                r[0].close()
+        extra = " rounds=%d" % i
+        print("attack-limits churn rounds=%d" % i, flush=True)
 
     closed, still = hold(t, a, a.keepalive_every if a.mode == "discovery" else 0, a.op)
     for h in t.open:

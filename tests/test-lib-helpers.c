@@ -272,6 +272,19 @@ static void log_limit_cases(void)
 	   "log limit: an unknown peer is admitted");
 	ok(strstr(sum, "950 similar messages suppressed") != NULL,
 	   "log limit: the many-peer window is summed up (%s)", sum);
+
+	/* A kind with its own numbers (lines every connection logs). */
+	{
+		static struct rb_log_limit m = RB_LOG_LIMIT_INIT_N("conn", RB_LOG_INFO, 3, 7);
+
+		n = 0;
+		for (unsigned int i = 0; i < 10; i++)
+			n += rb_log_limit_admit(&m, "a", t0 + i, sum, sizeof(sum));
+		is_int((int)n, 3, "log limit: a kind's own lines per peer");
+		for (unsigned int i = 0; i < 10; i++)
+			n += rb_log_limit_admit(&m, i % 2 ? "b" : "c", t0 + i, sum, sizeof(sum));
+		is_int((int)n, 7, "log limit: and its own lines in all");
+	}
 }
 
 int main(void)
