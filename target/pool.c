@@ -102,6 +102,19 @@ static void grp_push(struct tgt_pool_grp *g, struct tgt_queue *q)
 	g->wq_tail = q;
 }
 
+/* Take q (after prev, NULL: the head) out of g's ring of waiting queues. */
+static void wq_unlink(struct tgt_pool_grp *g, struct tgt_queue *prev, struct tgt_queue *q)
+{
+	if (prev)
+		prev->wnext = q->wnext;
+	else
+		g->wq_head = q->wnext;
+	if (g->wq_tail == q)
+		g->wq_tail = prev;
+	q->wnext = NULL;
+	q->in_grp_ring = false;
+}
+
 /* Unlink g from its ring (a teardown path: the ring is short). */
 static void ring_unlink(struct tgt_reactor *r, struct tgt_pool_grp *g)
 {
@@ -133,14 +146,7 @@ void tgt_pool_drop_waiters(struct tgt_queue *q)
 	for (x = g->wq_head; x && x != q; x = x->wnext)
 		prev = x;
 	assert(x == q);
-	if (prev)
-		prev->wnext = q->wnext;
-	else
-		g->wq_head = q->wnext;
-	if (g->wq_tail == q)
-		g->wq_tail = prev;
-	q->wnext = NULL;
-	q->in_grp_ring = false;
+	wq_unlink(g, prev, q);
 	if (!g->wq_head && g->in_ring)
 		ring_unlink(q->r, g);
 }
@@ -236,14 +242,7 @@ static struct tgt_queue *grp_pick(const struct tgt_reactor *r, struct tgt_pool_g
 	if (!q)
 		return NULL;
 	/* Out of the ring; back at its tail if it still waits (caller). */
-	if (prev)
-		prev->wnext = q->wnext;
-	else
-		g->wq_head = q->wnext;
-	if (g->wq_tail == q)
-		g->wq_tail = prev;
-	q->wnext = NULL;
-	q->in_grp_ring = false;
+	wq_unlink(g, prev, q);
 	return q;
 }
 

@@ -10,10 +10,7 @@
 requires python3 nbdinfo
 
 LISTS=${LISTS:-100}
-port=${TEST_PORT:-$(free_port)}
-truncate -s 16M "$T/disk.img"
-write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
-start_target "$T/target.conf"
+start_disk_target
 url=$(target_url "$port")
 t0=$(date +%s)
 

@@ -174,9 +174,9 @@ start_target() {
 }
 
 # start_disk_target: the common case, a target exporting a sparse 16 MiB
-# $T/disk.img as disk0 on a free port, left in $port.
+# $T/disk.img as disk0 on a free port (or TEST_PORT), left in $port.
 start_disk_target() {
-	port=$(free_port)
+	port=${TEST_PORT:-$(free_port)}
 	truncate -s 16M "$T/disk.img"
 	write_target_conf "$T/target.conf" "$port" disk0 "$T/disk.img"
 	start_target "$T/target.conf"
