@@ -115,6 +115,20 @@ static void wq_unlink(struct tgt_pool_grp *g, struct tgt_queue *prev, struct tgt
 	q->in_grp_ring = false;
 }
 
+/* Take g (after prev, NULL: the head) out of ring k. */
+static void ring_take(struct tgt_reactor *r, int k, struct tgt_pool_grp *prev,
+		      struct tgt_pool_grp *g)
+{
+	if (prev)
+		prev->wnext = g->wnext;
+	else
+		r->wait_head[k] = g->wnext;
+	if (r->wait_tail[k] == g)
+		r->wait_tail[k] = prev;
+	g->wnext = NULL;
+	g->in_ring = false;
+}
+
 /* Unlink g from its ring (a teardown path: the ring is short). */
 static void ring_unlink(struct tgt_reactor *r, struct tgt_pool_grp *g)
 {
@@ -124,14 +138,7 @@ static void ring_unlink(struct tgt_reactor *r, struct tgt_pool_grp *g)
 	for (x = r->wait_head[k]; x && x != g; x = x->wnext)
 		prev = x;
 	assert(x == g);
-	if (prev)
-		prev->wnext = g->wnext;
-	else
-		r->wait_head[k] = g->wnext;
-	if (r->wait_tail[k] == g)
-		r->wait_tail[k] = prev;
-	g->wnext = NULL;
-	g->in_ring = false;
+	ring_take(r, k, prev, g);
 }
 
 void tgt_pool_drop_waiters(struct tgt_queue *q)
@@ -265,13 +272,7 @@ struct tgt_req *tgt_pool_grant(struct tgt_reactor *r)
 				if (!rb_fifo_empty(&q->pool_wait))
 					grp_push(g, q);
 				/* The group goes to the ring's tail, or leaves it. */
-				if (prev)
-					prev->wnext = g->wnext;
-				else
-					r->wait_head[k] = g->wnext;
-				if (r->wait_tail[k] == g)
-					r->wait_tail[k] = prev;
-				g->in_ring = false;
+				ring_take(r, k, prev, g);
 				if (g->wq_head)
 					ring_push(r, g);
 				give(r, req);
